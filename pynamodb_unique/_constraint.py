@@ -1,0 +1,216 @@
+"""Declaring unique constraints: ``UniqueAttribute``, ``UniqueConstraint`` and their checks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from pynamodb.attributes import Attribute, JSONAttribute
+from pynamodb.constants import BINARY, NUMBER, STRING
+
+from ._keys import encode_part, lock_key
+from .exceptions import InvalidUniqueValue, UniqueConfigError
+
+_A = TypeVar("_A", bound=Attribute[Any])
+
+Normalizer = Callable[[Any], Any]
+
+#: Attribute of a lock item naming the owner record's hash key value.
+OWNER_HASH: Final = "uniq_owner_hash"
+#: Attribute of a lock item naming the owner record's range key value.
+OWNER_RANGE: Final = "uniq_owner_range"
+#: Attribute of a lock item naming its constraint.
+CONSTRAINT: Final = "uniq_constraint"
+LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT)
+
+_SPEC_ATTR: Final = "_pynamodb_unique_spec"
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
+_KEYABLE_TYPES: Final = (STRING, NUMBER, BINARY)
+
+
+@dataclass(frozen=True)
+class _UniqueSpec:
+    name: str | None
+    normalize: Normalizer | None
+
+
+def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
+    attribute: _A,
+    *,
+    name: str | None = None,
+    normalize: Normalizer | None = None,
+) -> _A:
+    """Mark a PynamoDB attribute unique and return it unchanged.
+
+    The class attribute keeps behaving as the wrapped attribute (conditions, update actions,
+    plain values on instances), and type checkers see the wrapped type.
+
+    Args:
+        attribute: the attribute to protect, e.g. ``UnicodeAttribute()``.
+        name: the constraint's name in lock keys; defaults to the Python attribute name
+            upper-cased (``email`` -> ``UNIQ#EMAIL#...``).
+        normalize: applied to the value before it becomes a key, e.g. ``str.casefold``.
+
+    """
+    setattr(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize))
+    return attribute
+
+
+@dataclass(frozen=True)
+class UniqueConstraint:
+    """Uniqueness over one or more attributes, listed in ``Meta.unique_constraints``.
+
+    Args:
+        *attribute_names: the Python attribute names; together their values must be unique.
+        name: the constraint's name in lock keys; defaults to the names upper-cased and joined
+            by ``_``.
+        normalize: applied to each part, or a mapping ``{attribute_name: callable}`` for
+            single parts.
+
+    """
+
+    attribute_names: tuple[str, ...]
+    name: str | None = None
+    normalize: Normalizer | Mapping[str, Normalizer] | None = None
+
+    def __init__(
+        self,
+        *attribute_names: str,
+        name: str | None = None,
+        normalize: Normalizer | Mapping[str, Normalizer] | None = None,
+    ) -> None:
+        object.__setattr__(self, "attribute_names", tuple(attribute_names))
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "normalize", normalize)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A constraint resolved against its model: what the planner works with."""
+
+    name: str
+    attributes: tuple[str, ...]
+    normalizers: tuple[Normalizer | None, ...]
+    model_attributes: tuple[Attribute[Any], ...] = field(repr=False, compare=False)
+
+    def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Return this constraint's values, in order, from a mapping of attribute values."""
+        return tuple(source.get(a) for a in self.attributes)
+
+    def key(self, values: tuple[Any, ...]) -> str | None:
+        """Return the lock key for ``values``, or None when any part is None (no lock).
+
+        Raises:
+            InvalidUniqueValue: a value cannot be normalized or encoded.
+
+        """
+        if any(v is None for v in values):
+            return None
+        parts = []
+        for attr_name, attribute, normalize, value in zip(
+            self.attributes, self.model_attributes, self.normalizers, values, strict=True
+        ):
+            try:
+                normalized = normalize(value) if normalize is not None else value
+                serialized = attribute.serialize(normalized)
+            except InvalidUniqueValue:
+                raise
+            except Exception as exc:
+                msg = f"{attr_name} {value!r} cannot be made a unique key: {exc}"
+                raise InvalidUniqueValue(msg) from exc
+            if serialized is None:
+                return None
+            try:
+                parts.append(encode_part(attribute.attr_type, serialized))
+            except InvalidUniqueValue as exc:
+                msg = f"{attr_name} {value!r}: {exc.msg}"
+                raise InvalidUniqueValue(msg) from None
+        return lock_key(self.name, parts)
+
+
+def _check_name(model: str, name: str) -> None:
+    if not _NAME_RE.fullmatch(name):
+        msg = f"{model}: unique constraint name {name!r} may only use letters, digits, '_', '.', '-'"
+        raise UniqueConfigError(msg)
+
+
+def _normalizers(model: str, uc: UniqueConstraint) -> tuple[Normalizer | None, ...]:
+    normalize = uc.normalize
+    if normalize is None or callable(normalize):
+        return tuple(normalize for _ in uc.attribute_names)
+    unknown = set(normalize) - set(uc.attribute_names)
+    if unknown:
+        msg = f"{model}: normalize names {sorted(unknown)} not in constraint {uc.attribute_names}"
+        raise UniqueConfigError(msg)
+    return tuple(normalize.get(a) for a in uc.attribute_names)
+
+
+def resolve_constraints(
+    model: str, attributes: Mapping[str, Attribute[Any]], declared: object
+) -> tuple[Constraint, ...]:
+    """Collect and check a model's constraints.
+
+    Args:
+        model: the model's name, for messages.
+        attributes: the model's attributes by Python name.
+        declared: ``Meta.unique_constraints`` (None or a sequence of ``UniqueConstraint``).
+
+    Raises:
+        UniqueConfigError: a constraint names a missing or unsupported attribute, names repeat,
+            or ``declared`` is not a sequence of ``UniqueConstraint``.
+
+    """
+    found: list[tuple[UniqueConstraint, str]] = []
+    for attr_name, attribute in attributes.items():
+        spec = getattr(attribute, _SPEC_ATTR, None)
+        if isinstance(spec, _UniqueSpec):
+            uc = UniqueConstraint(attr_name, name=spec.name, normalize=spec.normalize)
+            found.append((uc, f"UniqueAttribute {attr_name!r}"))
+    if declared is not None:
+        if isinstance(declared, (str, bytes)) or not isinstance(declared, (list, tuple)):
+            msg = f"{model}: Meta.unique_constraints must be a list of UniqueConstraint"
+            raise UniqueConfigError(msg)
+        for uc in declared:
+            if not isinstance(uc, UniqueConstraint):
+                msg = f"{model}: Meta.unique_constraints holds {uc!r}, not a UniqueConstraint"
+                raise UniqueConfigError(msg)
+            found.append((uc, f"UniqueConstraint{uc.attribute_names!r}"))
+
+    resolved = [_resolve_one(model, attributes, uc, where) for uc, where in found]
+    names = [c.name for c in resolved]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        msg = f"{model}: unique constraint names must be distinct; repeated: {duplicates}"
+        raise UniqueConfigError(msg)
+    return tuple(resolved)
+
+
+def _resolve_one(model: str, attributes: Mapping[str, Attribute[Any]], uc: UniqueConstraint, where: str) -> Constraint:
+    if not uc.attribute_names:
+        msg = f"{model}: {where} names no attribute"
+        raise UniqueConfigError(msg)
+    if len(set(uc.attribute_names)) != len(uc.attribute_names):
+        msg = f"{model}: {where} names an attribute twice"
+        raise UniqueConfigError(msg)
+    model_attributes = []
+    for attr_name in uc.attribute_names:
+        found_attribute = attributes.get(attr_name)
+        if found_attribute is None:
+            msg = f"{model}: {where} names {attr_name!r}, which is not an attribute of the model"
+            raise UniqueConfigError(msg)
+        attribute = found_attribute
+        if attribute.is_hash_key:
+            msg = f"{model}: {where} names the hash key {attr_name!r}, which DynamoDB already keeps unique"
+            raise UniqueConfigError(msg)
+        if attribute.attr_type not in _KEYABLE_TYPES or isinstance(attribute, JSONAttribute):
+            msg = (
+                f"{model}: {where}: {attr_name!r} is a {type(attribute).__name__}; "
+                "only string, number and binary attributes can be unique"
+            )
+            raise UniqueConfigError(msg)
+        model_attributes.append(attribute)
+    name = uc.name if uc.name is not None else "_".join(a.upper() for a in uc.attribute_names)
+    _check_name(model, name)
+    return Constraint(name, uc.attribute_names, _normalizers(model, uc), tuple(model_attributes))

@@ -1,0 +1,193 @@
+"""Planning: (what is stored, what the caller wants) -> the DynamoDB actions of one request.
+
+Everything here is pure: no I/O, no model instances. The mixin turns a :class:`Plan` into a
+request; the order of :meth:`Plan.sent` is the order PynamoDB's ``transact_write_items`` sends
+(deletes, then puts, then updates), so ``CancellationReasons[i]`` belongs to ``sent()[i]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, Literal
+
+from pynamodb.attributes import Attribute
+from pynamodb.expressions.condition import Condition
+
+from ._constraint import Constraint
+
+#: DynamoDB's limit on the number of actions in one TransactWriteItems.
+MAX_TRANSACTION_ACTIONS: Final = 100
+
+RecordOp = Literal["put", "update", "delete"]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the library believes is stored for one record.
+
+    Attributes:
+        exists: whether the record exists.
+        values: the unique attributes' Python values (missing or None: no value).
+
+    """
+
+    exists: bool
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def same_as(self, other: Stored, names: Sequence[str]) -> bool:
+        """Whether both describe the same unique state (what the compare-and-swap checks)."""
+        if self.exists != other.exists:
+            return False
+        return all(self.values.get(n) == other.values.get(n) for n in names)
+
+
+@dataclass(frozen=True)
+class RecordWrite:
+    """The write of the record itself, with the library's part of its condition."""
+
+    op: RecordOp
+    condition: Condition | None
+
+
+@dataclass(frozen=True)
+class LockPut:
+    """Take a value: put its lock on condition that no lock exists, or that this record owns it.
+
+    Accepting a lock this record already owns makes a resent write (after a lost response, on a
+    backend that ignores ClientRequestToken) succeed instead of colliding with itself.
+    """
+
+    op: ClassVar[RecordOp] = "put"
+
+    constraint: Constraint
+    values: tuple[Any, ...]
+    key: str
+
+
+@dataclass(frozen=True)
+class LockRelease:
+    """Give a value back: delete its lock on condition that this record owns it (or it is gone)."""
+
+    op: ClassVar[RecordOp] = "delete"
+
+    constraint: Constraint
+    key: str
+
+
+PlanAction = RecordWrite | LockPut | LockRelease
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The actions of one request, and what the record was assumed to hold when planned."""
+
+    record: RecordWrite
+    releases: tuple[LockRelease, ...]
+    puts: tuple[LockPut, ...]
+    assumed: Stored
+
+    @property
+    def transactional(self) -> bool:
+        """Whether the request needs TransactWriteItems (any lock moves)."""
+        return bool(self.releases or self.puts)
+
+    def sent(self) -> list[PlanAction]:
+        """The actions in the order they are sent: deletes, puts, updates."""
+        deletes: list[PlanAction] = []
+        puts: list[PlanAction] = []
+        updates: list[PlanAction] = []
+        {"delete": deletes, "put": puts, "update": updates}[self.record.op].append(self.record)
+        deletes.extend(self.releases)
+        puts.extend(self.puts)
+        return deletes + puts + updates
+
+
+def compare_and_swap(
+    attributes: Mapping[str, Attribute[Any]], names: Sequence[str], stored: Mapping[str, Any]
+) -> Condition | None:
+    """Condition: the record's unique attributes still hold ``stored``."""
+    condition: Condition | None = None
+    for name in names:
+        attribute = attributes[name]
+        value = stored.get(name)
+        part = attribute.does_not_exist() if value is None else attribute == value
+        condition = part if condition is None else condition & part
+    return condition
+
+
+@dataclass(frozen=True)
+class Planner:
+    """Plans the writes of one model.
+
+    Attributes:
+        constraints: the model's resolved constraints.
+        attributes: the model's attributes by Python name.
+        hash_attribute: the model's hash key attribute.
+
+    """
+
+    constraints: tuple[Constraint, ...]
+    attributes: Mapping[str, Attribute[Any]]
+    hash_attribute: Attribute[Any]
+
+    @property
+    def unique_names(self) -> tuple[str, ...]:
+        """Python names of every attribute in some constraint, without repeats."""
+        return tuple(dict.fromkeys(a for c in self.constraints for a in c.attributes))
+
+    def keys(self, values: Mapping[str, Any]) -> dict[str, str | None]:
+        """Lock key of each constraint (None: no lock) for a mapping of attribute values."""
+        return {c.name: c.key(c.values(values)) for c in self.constraints}
+
+    def _cas(self, stored: Stored) -> Condition | None:
+        return compare_and_swap(self.attributes, self.unique_names, stored.values)
+
+    def write(
+        self,
+        op: Literal["put", "update"],
+        stored: Stored,
+        desired: Mapping[str, Any],
+        *,
+        not_ours: frozenset[str] = frozenset(),
+    ) -> Plan:
+        """Plan a save (``put``) or ``update`` from ``stored`` to ``desired``.
+
+        Args:
+            op: the record write.
+            stored: what the record is assumed to hold; the record's condition checks it.
+            desired: the unique attributes' values after the write.
+            not_ours: lock keys known to be owned by another record (nothing to release).
+
+        """
+        after = self.keys(desired)
+        before = self.keys(stored.values) if stored.exists else dict.fromkeys(after)
+        releases: list[LockRelease] = []
+        puts: list[LockPut] = []
+        for c in self.constraints:
+            old, new = before[c.name], after[c.name]
+            if old == new:
+                continue
+            if old is not None and old not in not_ours:
+                releases.append(LockRelease(c, old))
+            if new is not None:
+                puts.append(LockPut(c, c.values(desired), new))
+        condition = self._cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
+        return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored)
+
+    def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
+        """Plan a delete of a record assumed to hold ``stored``.
+
+        The record's condition also passes when it is already gone, so deleting twice succeeds.
+        """
+        before = self.keys(stored.values) if stored.exists else {}
+        releases = tuple(
+            LockRelease(c, key)
+            for c in self.constraints
+            if (key := before.get(c.name)) is not None and key not in not_ours
+        )
+        values = stored.values if stored.exists else {}
+        cas = compare_and_swap(self.attributes, self.unique_names, values)
+        gone = self.hash_attribute.does_not_exist()
+        condition = gone if cas is None else gone | cas
+        return Plan(RecordWrite("delete", condition), releases, (), stored)

@@ -1,0 +1,137 @@
+"""Turning a plan into DynamoDB request arguments with PynamoDB's own builders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pynamodb.constants import ALL_OLD, ITEM, KEY
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
+from pynamodb.expressions.update import Action
+
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
+from ._keys import LOCK_RANGE_KEY
+from ._plan import LockPut, LockRelease, Plan, RecordWrite
+from ._send import Request
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+_OPERATIONS = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
+
+
+def owner_key(instance: Model) -> tuple[str, ...]:
+    """The record's key as lock items store it: ``(hash,)`` or ``(hash, range)``, serialized."""
+    hash_key, range_key = instance._get_hash_range_key_serialized_values()  # noqa: SLF001 - PynamoDB's key serializer.
+    return (hash_key,) if range_key is None else (hash_key, range_key)
+
+
+def owner_condition(instance: Model) -> Condition:
+    """Condition on a lock item: it is owned by ``instance``."""
+    owner = owner_key(instance)
+    condition = Path(OWNER_HASH) == owner[0]
+    if len(owner) > 1:
+        condition &= Path(OWNER_RANGE) == owner[1]
+    return condition
+
+
+def _and(left: Condition | None, right: Condition | None) -> Condition | None:
+    if left is None:
+        return right
+    if right is None:
+        return left
+    combined: Condition = left & right
+    return combined
+
+
+def _record_kwargs(
+    instance: Model,
+    write: RecordWrite,
+    condition: Condition | None,
+    actions: Sequence[Action] | None,
+    add_version_condition: bool,
+) -> dict[str, Any]:
+    condition = _and(condition, write.condition)
+    if write.op == "put":
+        if add_version_condition:
+            return instance.get_save_kwargs_from_instance(
+                condition=condition, return_values_on_condition_failure=ALL_OLD
+            )
+        # PynamoDB's public builder always adds the version check; this is the same builder without it.
+        args, kwargs = instance._get_save_args(condition=condition, add_version_condition=False)  # noqa: SLF001
+        (hash_key,) = args
+        return instance._get_connection().get_operation_kwargs(  # noqa: SLF001
+            hash_key,
+            range_key=kwargs.get("range_key"),
+            key=ITEM,
+            attributes=kwargs["attributes"],
+            condition=kwargs["condition"],
+            return_values_on_condition_failure=ALL_OLD,
+        )
+    if write.op == "update":
+        return instance.get_update_kwargs_from_instance(
+            # The builder appends the version action to the list it is given: pass a copy.
+            actions=list(actions or ()),
+            condition=condition,
+            return_values_on_condition_failure=ALL_OLD,
+            add_version_condition=add_version_condition,
+        )
+    return instance.get_delete_kwargs_from_instance(
+        condition=condition, return_values_on_condition_failure=ALL_OLD, add_version_condition=add_version_condition
+    )
+
+
+def _lock_kwargs(instance: Model, action: LockPut | LockRelease) -> dict[str, Any]:
+    connection = instance._get_connection()  # noqa: SLF001 - the model's own table connection.
+    hash_name = connection.get_meta_table().hash_keyname
+    range_key = LOCK_RANGE_KEY if instance._range_keyname is not None else None  # noqa: SLF001
+    condition = Path(hash_name).does_not_exist() | owner_condition(instance)
+    if isinstance(action, LockRelease):
+        return connection.get_operation_kwargs(
+            action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
+        )
+    owner = owner_key(instance)
+    attributes: dict[str, Any] = {OWNER_HASH: {"S": owner[0]}, CONSTRAINT: {"S": action.constraint.name}}
+    if len(owner) > 1:
+        attributes[OWNER_RANGE] = {"S": owner[1]}
+    return connection.get_operation_kwargs(
+        action.key,
+        range_key,
+        key=ITEM,
+        attributes=attributes,
+        condition=condition,
+        return_values_on_condition_failure=ALL_OLD,
+    )
+
+
+def build_request(
+    instance: Model,
+    plan: Plan,
+    condition: Condition | None,
+    actions: Sequence[Action] | None,
+    *,
+    add_version_condition: bool,
+) -> Request:
+    """The request for ``plan``: one item per action, in the order sent.
+
+    Args:
+        instance: the record being written (its key, attributes and version).
+        plan: what to send.
+        condition: the caller's own condition on the record.
+        actions: the caller's update actions, for an ``update``.
+        add_version_condition: PynamoDB's optimistic-locking switch.
+
+    """
+    items = [
+        _record_kwargs(instance, action, condition, actions, add_version_condition)
+        if isinstance(action, RecordWrite)
+        else _lock_kwargs(instance, action)
+        for action in plan.sent()
+    ]
+    if plan.transactional:
+        return Request(plan, items, "TransactWriteItems")
+    item = items[0]
+    if plan.record.op == "update":
+        item = {**item, "ReturnValues": "ALL_NEW"}
+    return Request(plan, [item], _OPERATIONS[plan.record.op])

@@ -1,0 +1,180 @@
+"""Sending one planned request: tokens, bounded retries, and reading failures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+from pynamodb.connection import Connection
+from pynamodb.exceptions import (
+    CancellationReason,
+    DeleteError,
+    PutError,
+    PynamoDBException,
+    TransactWriteError,
+    UpdateError,
+)
+
+from ._plan import Plan
+from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
+
+#: DynamoDB's limit on the length of a ClientRequestToken.
+MAX_TOKEN_LENGTH: Final = 36
+RETRY_ATTEMPTS: Final = 5
+RETRY_BASE_DELAY: Final = 0.05
+RETRY_MAX_DELAY: Final = 1.0
+
+_RETRYABLE_CODES: Final = frozenset(
+    {
+        "TransactionInProgressException",
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+    }
+)
+_RETRYABLE_REASONS: Final = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+_SINGLE_ERRORS: Final[dict[str, type[PynamoDBException]]] = {
+    "PutItem": PutError,
+    "UpdateItem": UpdateError,
+    "DeleteItem": DeleteError,
+}
+
+#: Replaced by tests that inject faults, so backoff does not slow them down.
+sleep: Callable[[float], None] = time.sleep
+
+
+def check_token(token: str | None) -> str | None:
+    """Validate a caller's ClientRequestToken (1 to 36 characters) before any request.
+
+    Raises:
+        InvalidUniqueValue: the token is empty, too long or not a string.
+
+    """
+    if token is None:
+        return None
+    if not isinstance(token, str) or not 1 <= len(token) <= MAX_TOKEN_LENGTH:
+        msg = f"client_request_token must be a string of 1 to {MAX_TOKEN_LENGTH} characters, got {token!r}"
+        raise InvalidUniqueValue(msg)
+    return token
+
+
+def new_token() -> str:
+    """A fresh token for one logical operation (a UUID: 36 characters)."""
+    return str(uuid.uuid4())
+
+
+def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
+    """Token of a re-planned request: the same inputs always give the same token.
+
+    It folds in the request itself, so a re-plan that differs never reuses a token (which
+    DynamoDB would refuse with IdempotentParameterMismatch), and a resend of the same re-plan
+    does reuse it.
+    """
+    body = json.dumps(items, sort_keys=True, default=repr)
+    digest = hashlib.sha256(f"{base}\x1f{step}\x1f{body}".encode()).hexdigest()
+    return digest[:MAX_TOKEN_LENGTH]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A plan turned into DynamoDB operation arguments, one dict per sent action."""
+
+    plan: Plan
+    items: list[dict[str, Any]]
+    operation: str
+
+    @property
+    def transactional(self) -> bool:
+        """Whether this is a TransactWriteItems request."""
+        return self.operation == "TransactWriteItems"
+
+
+class WriteFailed(Exception):
+    """Internal: a condition failed; ``reasons[i]`` belongs to ``request.plan.sent()[i]``."""
+
+    def __init__(self, reasons: list[CancellationReason | None], cause: PynamoDBException) -> None:
+        super().__init__("write failed")
+        self.reasons = reasons
+        self.cause = cause
+
+
+def _dispatch(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
+    if request.transactional:
+        grouped: dict[str, list[dict[str, Any]]] = {"delete": [], "put": [], "update": []}
+        for action, item in zip(request.plan.sent(), request.items, strict=True):
+            grouped[action.op].append(item)
+        return connection.transact_write_items(
+            condition_check_items=[],
+            delete_items=grouped["delete"],
+            put_items=grouped["put"],
+            update_items=grouped["update"],
+            client_request_token=token,
+        )
+    try:
+        return connection.dispatch(request.operation, dict(request.items[0]))
+    except ClientError as exc:
+        error = _SINGLE_ERRORS[request.operation]
+        raise error(f"Failed to {request.operation}: {exc}", exc) from exc
+
+
+def _failure(exc: PynamoDBException) -> tuple[bool, list[CancellationReason | None] | None]:
+    """(retryable, reasons when a condition failed) for an error PynamoDB raised."""
+    code = exc.cause_response_code
+    if code in _RETRYABLE_CODES:
+        return True, None
+    if code == "IdempotentParameterMismatchException":
+        msg = f"{IdempotencyMismatch.msg}: {exc.cause_response_message}"
+        raise IdempotencyMismatch(msg, exc)
+    if isinstance(exc, TransactWriteError) and code == "TransactionCanceledException":
+        reasons = exc.cancellation_reasons
+        codes = {r.code for r in reasons if r is not None}
+        if "ConditionalCheckFailed" in codes:
+            return False, reasons
+        return bool(codes) and codes <= _RETRYABLE_REASONS, None
+    if code == "ConditionalCheckFailedException":
+        # A single-item write: its ALL_OLD item travels on the original botocore error.
+        original = exc.cause.__cause__ if exc.cause is not None else None
+        item = original.response.get("Item") if isinstance(original, ClientError) else None
+        return False, [CancellationReason(code="ConditionalCheckFailed", raw_item=item)]
+    return False, None
+
+
+def send(
+    connection: Connection,
+    request: Request,
+    token: str | None,
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+) -> dict[str, Any]:
+    """Send ``request``, retrying conflicts and throttling with the same token.
+
+    Raises:
+        WriteFailed: a condition failed (the reasons say which).
+        TransientError: conflicts or throttling outlasted ``attempts``.
+        IdempotencyMismatch: ``token`` was used for a different request.
+        pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
+
+    """
+    for attempt in range(attempts):
+        try:
+            return _dispatch(connection, request, token)
+        except (TransactWriteError, PutError, UpdateError, DeleteError) as exc:
+            retryable, reasons = _failure(exc)
+            if reasons is not None:
+                raise WriteFailed(reasons, exc) from exc
+            if not retryable:
+                raise
+            if attempt + 1 == attempts:
+                msg = f"{TransientError.msg} after {attempts} attempts ({exc.cause_response_code})"
+                raise TransientError(msg, exc) from exc
+            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
+            sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+    msg = "attempts must be at least 1"
+    raise ValueError(msg)
