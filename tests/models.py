@@ -1,0 +1,39 @@
+"""Models shared by the tests; bind them to a backend with ``_backends.bind_model``."""
+
+from __future__ import annotations
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.models import Model
+
+from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
+
+
+class Account(UniqueMixin, Model):
+    """The issue's example: unique email (case-folded), username and (tenant, slug)."""
+
+    class Meta:
+        table_name = "accounts"
+        region = "us-east-1"
+        unique_constraints = [UniqueConstraint("tenant", "slug", name="TENANT_SLUG")]
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(), normalize=str.casefold)
+    username = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
+    tenant = UnicodeAttribute(null=True)
+    slug = UnicodeAttribute(null=True)
+    bio = UnicodeAttribute(null=True)
+    visits = NumberAttribute(null=True)
+
+
+class Versioned(UniqueMixin, Model):
+    """A hash-key-only table with optimistic locking."""
+
+    class Meta:
+        table_name = "versioned"
+        region = "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    handle = UniqueAttribute(UnicodeAttribute(null=True))
+    note = UnicodeAttribute(null=True)
+    version = VersionAttribute()

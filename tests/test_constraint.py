@@ -1,0 +1,109 @@
+"""Checks made when a unique model's class is defined."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pynamodb.attributes import (
+    JSONAttribute,
+    NumberAttribute,
+    NumberSetAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.models import Model
+
+from pynamodb_unique import UniqueAttribute, UniqueConfigError, UniqueConstraint, UniqueError, UniqueMixin
+
+
+def _define(*, constraints: Any = None, hash_attr: Any = None, **attrs: Any) -> type[Model]:
+    meta = type("Meta", (), {"table_name": "t", "unique_constraints": constraints})
+    namespace = {"Meta": meta, "pk": hash_attr or UnicodeAttribute(hash_key=True), **attrs}
+    return type("M", (UniqueMixin, Model), namespace)
+
+
+def test_define__valid_model__constraints_resolved() -> None:
+    """UniqueAttribute and Meta.unique_constraints become named constraints."""
+    model = _define(
+        constraints=[UniqueConstraint("a", "b")],
+        email=UniqueAttribute(UnicodeAttribute()),
+        a=UnicodeAttribute(null=True),
+        b=NumberAttribute(null=True),
+    )
+    planner = model._uniq_planner  # type: ignore[attr-defined]
+    assert [(c.name, c.attributes) for c in planner.constraints] == [("EMAIL", ("email",)), ("A_B", ("a", "b"))]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"constraints": [UniqueConstraint("nope")]}, "not an attribute"),
+        ({"constraints": [UniqueConstraint("pk")]}, "hash key"),
+        ({"constraints": "email"}, "must be a list"),
+        ({"constraints": ["email"]}, "not a UniqueConstraint"),
+        ({"constraints": [UniqueConstraint()]}, "names no attribute"),
+        ({"constraints": [UniqueConstraint("x", "x")], "x": UnicodeAttribute()}, "twice"),
+        (
+            {"constraints": [UniqueConstraint("x", name="EMAIL")], "x": UnicodeAttribute(), "email": UniqueAttribute(UnicodeAttribute())},
+            "distinct",
+        ),
+        ({"constraints": [UniqueConstraint("x", name="A#B")], "x": UnicodeAttribute()}, "letters, digits"),
+        ({"tags": UniqueAttribute(UnicodeSetAttribute())}, "only string, number and binary"),
+        ({"nums": UniqueAttribute(NumberSetAttribute())}, "only string, number and binary"),
+        ({"doc": UniqueAttribute(JSONAttribute())}, "only string, number and binary"),
+        ({"hash_attr": NumberAttribute(hash_key=True), "e": UniqueAttribute(UnicodeAttribute())}, "must be a string"),
+        ({"uniq_owner_hash": UnicodeAttribute()}, "reserved for lock items"),
+        (
+            {"constraints": [UniqueConstraint("x", normalize={"y": str.lower})], "x": UnicodeAttribute()},
+            "normalize names",
+        ),
+    ],
+)
+def test_define__bad_configuration__clear_error(kwargs: dict[str, Any], message: str) -> None:
+    """Misconfiguration fails at class definition with a message naming the problem."""
+    with pytest.raises(UniqueConfigError, match=message) as info:
+        _define(**kwargs)
+    assert isinstance(info.value, UniqueError)
+
+
+def test_define__too_many_constraints__refused() -> None:
+    """Constraints whose worst write would pass 100 actions are refused."""
+    attrs = {f"a{i}": UniqueAttribute(UnicodeAttribute(null=True)) for i in range(50)}
+    with pytest.raises(UniqueConfigError, match="at most 49"):
+        _define(**attrs)
+
+
+def test_define__49_constraints__accepted() -> None:
+    """49 constraints (1 + 2 x 49 = 99 actions) fit one TransactWriteItems."""
+    attrs = {f"a{i}": UniqueAttribute(UnicodeAttribute(null=True)) for i in range(49)}
+    assert len(_define(**attrs)._uniq_planner.constraints) == 49  # type: ignore[attr-defined]
+
+
+def test_unique_attribute__behaves_as_wrapped() -> None:
+    """The marked attribute is the PynamoDB attribute itself: conditions and actions work."""
+    model = _define(email=UniqueAttribute(UnicodeAttribute(), normalize=str.casefold))
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    assert (model.email == "x").serialize(names, values) == "#0 = :0"  # type: ignore[attr-defined]
+    assert values == {":0": {"S": "x"}}
+    assert isinstance(model.email, UnicodeAttribute)  # type: ignore[attr-defined]
+    instance = model(pk="p", email="Ada")
+    assert instance.email == "Ada"  # type: ignore[attr-defined]
+
+
+def test_abstract_base__checked_in_subclass() -> None:
+    """A base without keys is not checked until a concrete subclass defines them."""
+
+    class Base(UniqueMixin, Model):
+        email = UniqueAttribute(UnicodeAttribute())
+
+    class Concrete(Base):
+        class Meta:
+            table_name = "c"
+
+        pk = UnicodeAttribute(hash_key=True)
+
+    assert Base._uniq_planner is None
+    assert Concrete._uniq_planner is not None
+    assert [c.name for c in Concrete._uniq_planner.constraints] == ["EMAIL"]

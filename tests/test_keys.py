@@ -1,0 +1,128 @@
+"""Lock keys: the seed's layout, escaping, canonical numbers and the digest form."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pynamodb.attributes import BinaryAttribute, NumberAttribute, UnicodeAttribute
+
+from pynamodb_unique._constraint import Constraint
+from pynamodb_unique._keys import MAX_PARTITION_KEY_BYTES, canonical_number, lock_key
+from pynamodb_unique.exceptions import InvalidUniqueValue
+
+
+def _constraint(name: str, *attributes: object, normalize: object = None) -> Constraint:
+    n = len(attributes)
+    return Constraint(name, tuple(f"a{i}" for i in range(n)), (normalize,) * n, attributes)  # type: ignore[arg-type]
+
+
+EMAIL = _constraint("EMAIL", UnicodeAttribute(), normalize=str.casefold)
+PAIR = _constraint("TENANT_SLUG", UnicodeAttribute(), UnicodeAttribute())
+NUMBER = _constraint("N", NumberAttribute())
+
+
+def test_key__seed_layout() -> None:
+    """The seed's example key comes out exactly."""
+    assert EMAIL.key(("Ada@Lovelace.io",)) == "UNIQ#EMAIL#ada@lovelace.io"
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        (("a#b", "c"), ("a", "b#c")),
+        (("a%23", "b"), ("a#", "b")),
+        (("%", "x"), ("%25", "x")),
+        (("", "a#"), ("#", "a")),
+    ],
+)
+def test_key__compound_parts_never_merge(left: tuple[str, str], right: tuple[str, str]) -> None:
+    """Separators and escapes inside parts cannot make two tuples share a key."""
+    assert PAIR.key(left) != PAIR.key(right)
+
+
+@pytest.mark.parametrize("value", [1, 1.0, 1.00, 10e-1])
+def test_key__equal_numbers_share_a_key(value: float) -> None:
+    """1, 1.0 and other spellings of one number give one key."""
+    assert NUMBER.key((value,)) == NUMBER.key((1,)) == "UNIQ#N#%N1"
+
+
+@pytest.mark.parametrize(
+    ("spelling", "canonical"),
+    [("1.00", "1"), ("-0", "0"), ("0E+5", "0"), ("100", "1E+2"), ("1e-130", "1E-130"), ("-2.50", "-2.5")],
+)
+def test_canonical_number__spellings(spelling: str, canonical: str) -> None:
+    """Decimal spellings of one number become one string; Decimal('1.00') included."""
+    assert canonical_number(spelling) == canonical
+    assert canonical_number(str(Decimal(spelling))) == canonical
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_key__non_finite_number__refused(value: float) -> None:
+    """NaN and infinity cannot be stored by DynamoDB; they are refused before any request."""
+    with pytest.raises(InvalidUniqueValue):
+        NUMBER.key((value,))
+
+
+def test_key__none_part__no_lock() -> None:
+    """A compound with any None part takes no lock, as NULLs are distinct in SQL."""
+    assert PAIR.key(("acme", None)) is None
+    assert PAIR.key((None, None)) is None
+
+
+def test_key__long_value__digest_form_within_limit() -> None:
+    """A value too long for a 2048-byte partition key gets a digest key, still distinct."""
+    prefix = "x" * 2040
+    first, second = EMAIL.key((prefix + "a" * 960,)), EMAIL.key((prefix + "b" * 960,))
+    assert first is not None
+    assert second is not None
+    assert first != second
+    assert first.startswith("UNIQ#EMAIL#%H")
+    assert len(first.encode()) <= MAX_PARTITION_KEY_BYTES
+
+
+def test_key__value_spelling_a_digest__stays_plain() -> None:
+    """A string that spells the digest marker is escaped, so it never equals a digest key."""
+    key = EMAIL.key(("%h" + "0" * 64,))
+    assert key == "UNIQ#EMAIL#%25h" + "0" * 64
+
+
+def test_key__binary__encoded() -> None:
+    """Binary values are keyed by their base64 form."""
+    binary = _constraint("B", BinaryAttribute(legacy_encoding=False))
+    assert binary.key((b"\x00\xff",)) == "UNIQ#B#%BAP8="
+
+
+def test_key__lone_surrogate__refused() -> None:
+    """A string DynamoDB cannot store is refused with a clear error."""
+    with pytest.raises(InvalidUniqueValue, match="surrogate"):
+        PAIR.key(("\ud800", "x"))
+
+
+def test_lock_key__boundary_2048_bytes() -> None:
+    """A key of exactly 2048 bytes stays plain; one byte more becomes a digest."""
+    prefix = "UNIQ#N#"
+    assert lock_key("N", ["a" * (2048 - len(prefix))]) == prefix + "a" * (2048 - len(prefix))
+    assert lock_key("N", ["a" * (2049 - len(prefix))]).startswith(prefix + "%H")
+
+
+_text = st.text(alphabet=st.sampled_from("ab#%\\|23HNB:é😀"), max_size=6)
+
+
+@given(st.tuples(_text, _text), st.tuples(_text, _text))
+def test_key__distinct_tuples_distinct_keys(left: tuple[str, str], right: tuple[str, str]) -> None:
+    """Distinct compound values never share a key (Hypothesis)."""
+    if left != right:
+        assert PAIR.key(left) != PAIR.key(right)
+
+
+_numbers = st.integers(-(10**40), 10**40) | st.decimals(allow_nan=False, allow_infinity=False, places=3)
+
+
+@given(_numbers, _numbers)
+def test_key__numbers_equal_iff_keys_equal(left: object, right: object) -> None:
+    """Two numbers share a key exactly when they are equal (Hypothesis)."""
+    same_key = canonical_number(str(left)) == canonical_number(str(right))
+    assert same_key == (Decimal(str(left)) == Decimal(str(right)))
