@@ -12,8 +12,9 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction
 from pynamodb.models import BatchWrite, MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from ._constraint import LOCK_ATTRIBUTES, OWNER_HASH, OWNER_RANGE, resolve_constraints
+from ._constraint import LOCK_ATTRIBUTES, OWNER_HASH, resolve_constraints
 from ._keys import LOCK_PREFIX
+from ._locks import LockTable, lock_owner, lock_table
 from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, LockRelease, Plan, Planner, RecordWrite, Stored
 from ._requests import build_request, owner_key
 from ._send import RETRY_ATTEMPTS, WriteFailed, check_token, derive_token, new_token, send
@@ -80,6 +81,7 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
 
     _uniq_planner: ClassVar[Planner | None] = None
     _uniq_snapshot: tuple[tuple[str, ...], Stored] | None = None
+    _uniq_lock_table: ClassVar[LockTable | None] = None
 
     # Reading: remember what is stored.
 
@@ -126,6 +128,20 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
         if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
             msg = f"{type(self).__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
+
+    @classmethod
+    def _uniq_locks(cls) -> LockTable:
+        """Where this model's lock items live (cached per class, renewed with its connection)."""
+        cached = cls.__dict__.get("_uniq_lock_table")
+        if not isinstance(cached, LockTable) or (cached.shared and cached.connection is not cls._get_connection()):
+            cached = lock_table(cls)
+            cls._uniq_lock_table = cached
+        return cached
+
+    def _uniq_lock_keys(self) -> dict[str, str | None]:
+        """The lock key each constraint calls for with this instance's values (None: no lock)."""
+        planner = self._uniq_planner
+        return planner.keys(self._uniq_values()) if planner is not None else {}
 
     # Writing.
 
@@ -276,7 +292,9 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
                 plan = planner.delete(assumed, not_ours=frozenset(not_ours))
             else:
                 plan = planner.write(op, assumed, desired, not_ours=frozenset(not_ours))
-            request = build_request(self, plan, condition, actions, add_version_condition=add_version_condition)
+            request = build_request(
+                self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
+            )
             step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
             try:
                 response = send(connection, request, step_token, attempts=attempts)
@@ -301,7 +319,7 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             if isinstance(action, RecordWrite):
                 record_failed, record_item = True, reason.raw_item
                 continue
-            owner = _lock_owner(reason.raw_item)
+            owner = lock_owner(reason.raw_item)
             if isinstance(action, LockPut) and owner != me:
                 violations.append(Violation(action.constraint.name, action.constraint.attributes, action.values, owner))
             elif isinstance(action, LockRelease):
@@ -448,13 +466,3 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             "cannot keep unique locks in step; save() each record instead"
         )
         raise UniqueError(msg)
-
-
-def _lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
-    """The owner key stored in a lock item (ALL_OLD), or None when DynamoDB sent no item."""
-    if not item or OWNER_HASH not in item:
-        return None
-    owner_hash = item[OWNER_HASH].get("S")
-    if OWNER_RANGE in item:
-        return (owner_hash, item[OWNER_RANGE].get("S"))
-    return (owner_hash,)

@@ -11,7 +11,7 @@ from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
-from ._keys import LOCK_RANGE_KEY
+from ._locks import LockTable
 from ._plan import LockPut, LockRelease, Plan, RecordWrite
 from ._send import Request
 
@@ -82,20 +82,20 @@ def _record_kwargs(
     )
 
 
-def _lock_kwargs(instance: Model, action: LockPut | LockRelease) -> dict[str, Any]:
-    connection = instance._get_connection()  # noqa: SLF001 - the model's own table connection.
-    hash_name = connection.get_meta_table().hash_keyname
-    range_key = LOCK_RANGE_KEY if instance._range_keyname is not None else None  # noqa: SLF001
-    condition = Path(hash_name).does_not_exist() | owner_condition(instance)
+def _lock_kwargs(instance: Model, locks: LockTable, action: LockPut | LockRelease) -> dict[str, Any]:
+    connection = locks.connection
+    range_key = locks.range_value
+    condition = Path(locks.hash_name).does_not_exist() | owner_condition(instance)
     if isinstance(action, LockRelease):
-        return connection.get_operation_kwargs(
+        release: dict[str, Any] = connection.get_operation_kwargs(
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
+        return release
     owner = owner_key(instance)
     attributes: dict[str, Any] = {OWNER_HASH: {"S": owner[0]}, CONSTRAINT: {"S": action.constraint.name}}
     if len(owner) > 1:
         attributes[OWNER_RANGE] = {"S": owner[1]}
-    return connection.get_operation_kwargs(
+    put: dict[str, Any] = connection.get_operation_kwargs(
         action.key,
         range_key,
         key=ITEM,
@@ -103,6 +103,7 @@ def _lock_kwargs(instance: Model, action: LockPut | LockRelease) -> dict[str, An
         condition=condition,
         return_values_on_condition_failure=ALL_OLD,
     )
+    return put
 
 
 def build_request(
@@ -112,6 +113,7 @@ def build_request(
     actions: Sequence[Action] | None,
     *,
     add_version_condition: bool,
+    locks: LockTable,
 ) -> Request:
     """The request for ``plan``: one item per action, in the order sent.
 
@@ -121,12 +123,12 @@ def build_request(
         condition: the caller's own condition on the record.
         actions: the caller's update actions, for an ``update``.
         add_version_condition: PynamoDB's optimistic-locking switch.
-
+        locks: where the lock items live.
     """
     items = [
         _record_kwargs(instance, action, condition, actions, add_version_condition)
         if isinstance(action, RecordWrite)
-        else _lock_kwargs(instance, action)
+        else _lock_kwargs(instance, locks, action)
         for action in plan.sent()
     ]
     if plan.transactional:

@@ -1,0 +1,107 @@
+"""Where a model's lock items live, and what a lock item holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from pynamodb.connection import TableConnection
+from pynamodb.connection.base import MetaTable
+from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
+
+from ._constraint import OWNER_HASH, OWNER_RANGE
+from ._keys import LOCK_RANGE_KEY
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+#: Key attribute names of a separate lock table (``Meta.unique_lock_table``).
+LOCK_TABLE_HASH: Final = "PK"
+LOCK_TABLE_RANGE: Final = "SK"
+
+
+@dataclass(frozen=True)
+class LockTable:
+    """The table holding a model's locks and the names of its key attributes.
+
+    Attributes:
+        connection: PynamoDB's connection to that table.
+        hash_name: the lock key's attribute name.
+        range_name: the sort key's attribute name, or None when the table has none.
+        shared: whether the locks share the model's own table.
+
+    """
+
+    connection: TableConnection
+    hash_name: str
+    range_name: str | None
+    shared: bool
+
+    @property
+    def table_name(self) -> str:
+        """The table's name."""
+        return self.connection.table_name
+
+    @property
+    def range_value(self) -> str | None:
+        """The sort key value of every lock item (``LOCK``), or None without a sort key."""
+        return LOCK_RANGE_KEY if self.range_name is not None else None
+
+    def key(self, lock_key: str) -> dict[str, dict[str, str]]:
+        """The DynamoDB key of the lock item for ``lock_key``."""
+        key = {self.hash_name: {"S": lock_key}}
+        if self.range_name is not None:
+            key[self.range_name] = {"S": LOCK_RANGE_KEY}
+        return key
+
+
+def _separate_table(model: type[Model], table_name: str) -> TableConnection:
+    meta = model.Meta
+    schema = MetaTable(
+        {
+            TABLE_NAME: table_name,
+            KEY_SCHEMA: [
+                {ATTR_NAME: LOCK_TABLE_HASH, KEY_TYPE: "HASH"},
+                {ATTR_NAME: LOCK_TABLE_RANGE, KEY_TYPE: "RANGE"},
+            ],
+            ATTR_DEFINITIONS: [
+                {ATTR_NAME: LOCK_TABLE_HASH, ATTR_TYPE: "S"},
+                {ATTR_NAME: LOCK_TABLE_RANGE, ATTR_TYPE: "S"},
+            ],
+        }
+    )
+    return TableConnection(
+        table_name,
+        region=meta.region,
+        host=meta.host,
+        connect_timeout_seconds=meta.connect_timeout_seconds,
+        read_timeout_seconds=meta.read_timeout_seconds,
+        max_retry_attempts=meta.max_retry_attempts,
+        max_pool_connections=meta.max_pool_connections,
+        extra_headers=meta.extra_headers,
+        aws_access_key_id=meta.aws_access_key_id,
+        aws_secret_access_key=meta.aws_secret_access_key,
+        aws_session_token=meta.aws_session_token,
+        meta_table=schema,
+    )
+
+
+def lock_table(model: type[Model]) -> LockTable:
+    """Where ``model``'s locks live: ``Meta.unique_lock_table``, or the model's own table."""
+    separate = getattr(model.Meta, "unique_lock_table", None)
+    if separate:
+        return LockTable(_separate_table(model, separate), LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False)
+    connection = model._get_connection()  # noqa: SLF001 - the model's own cached connection.
+    meta_table = connection.get_meta_table()
+    return LockTable(connection, meta_table.hash_keyname, meta_table.range_keyname, shared=True)
+
+
+def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """The owner key stored in a lock item, ``(hash,)`` or ``(hash, range)``; None without one."""
+    if not item or OWNER_HASH not in item:
+        return None
+    owner_hash = item[OWNER_HASH].get("S")
+    if OWNER_RANGE in item:
+        return (owner_hash, item[OWNER_RANGE].get("S"))
+    return (owner_hash,)
