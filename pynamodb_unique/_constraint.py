@@ -10,7 +10,7 @@ from typing import Any, Final, TypeVar
 from pynamodb.attributes import Attribute, JSONAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
-from ._keys import encode_part, lock_key
+from ._keys import encode_part, hashed_lock_key, lock_key
 from .exceptions import InvalidUniqueValue, UniqueConfigError
 
 _A = TypeVar("_A", bound=Attribute[Any])
@@ -30,10 +30,15 @@ _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
 _KEYABLE_TYPES: Final = (STRING, NUMBER, BINARY)
 
 
+Condition = Callable[[Any], Any]
+SecretSource = Callable[[], bytes]
+
+
 @dataclass(frozen=True)
 class _UniqueSpec:
     name: str | None
     normalize: Normalizer | None
+    hashed: bool
 
 
 def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
@@ -41,6 +46,7 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
     *,
     name: str | None = None,
     normalize: Normalizer | None = None,
+    hashed: bool = False,
 ) -> _A:
     """Mark a PynamoDB attribute unique and return it unchanged.
 
@@ -52,13 +58,14 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
         name: the constraint's name in lock keys; defaults to the Python attribute name
             upper-cased (``email`` -> ``UNIQ#EMAIL#...``).
         normalize: applied to the value before it becomes a key, e.g. ``str.casefold``.
-
+        hashed: keep the value out of the lock key: the key holds an HMAC-SHA256 of it, keyed
+            by ``Meta.unique_secret``.
     """
-    setattr(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize))
+    setattr(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed))
     return attribute
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class UniqueConstraint:
     """Uniqueness over one or more attributes, listed in ``Meta.unique_constraints``.
 
@@ -68,32 +75,61 @@ class UniqueConstraint:
             by ``_``.
         normalize: applied to each part, or a mapping ``{attribute_name: callable}`` for
             single parts.
-
+        condition: makes the constraint partial, as PostgreSQL's partial unique index: a
+            callable receiving a model instance holding the state being written; the value
+            takes a lock only while it returns true (``lambda item: item.status != "deleted"``).
+        condition_attributes: the attributes ``condition`` reads; traced when omitted. The
+            record's compare-and-swap covers them.
+        hashed: keep values out of lock keys (HMAC-SHA256 keyed by ``Meta.unique_secret``).
     """
 
     attribute_names: tuple[str, ...]
-    name: str | None = None
-    normalize: Normalizer | Mapping[str, Normalizer] | None = None
+    name: str | None
+    normalize: Normalizer | Mapping[str, Normalizer] | None
+    condition: Condition | None
+    condition_attributes: tuple[str, ...] | None
+    hashed: bool
 
     def __init__(
         self,
         *attribute_names: str,
         name: str | None = None,
         normalize: Normalizer | Mapping[str, Normalizer] | None = None,
+        condition: Condition | None = None,
+        condition_attributes: tuple[str, ...] | None = None,
+        hashed: bool = False,
     ) -> None:
         object.__setattr__(self, "attribute_names", tuple(attribute_names))
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "normalize", normalize)
+        object.__setattr__(self, "condition", condition)
+        object.__setattr__(
+            self, "condition_attributes", None if condition_attributes is None else tuple(condition_attributes)
+        )
+        object.__setattr__(self, "hashed", hashed)
 
 
 @dataclass(frozen=True)
 class Constraint:
-    """A constraint resolved against its model: what the planner works with."""
+    """A constraint resolved against its model: what the planner works with.
+
+    Attributes:
+        name: the name in lock keys.
+        attributes: the Python attribute names, in order.
+        normalizers: one per attribute (None: as is).
+        model_attributes: the PynamoDB attributes, to serialize values.
+        condition: the partial constraint's predicate, or None.
+        condition_attributes: the attributes the predicate reads.
+        secret: the HMAC key source of a hashed constraint, or None.
+    """
 
     name: str
     attributes: tuple[str, ...]
     normalizers: tuple[Normalizer | None, ...]
     model_attributes: tuple[Attribute[Any], ...] = field(repr=False, compare=False)
+    condition: Condition | None = field(default=None, repr=False, compare=False)
+    condition_attributes: tuple[str, ...] = ()
+    secret: SecretSource | None = field(default=None, repr=False, compare=False)
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
         """Return this constraint's values, in order, from a mapping of attribute values."""
@@ -102,9 +138,10 @@ class Constraint:
     def key(self, values: tuple[Any, ...]) -> str | None:
         """Return the lock key for ``values``, or None when any part is None (no lock).
 
+        The partial condition is not applied here; the planner applies it.
+
         Raises:
             InvalidUniqueValue: a value cannot be normalized or encoded.
-
         """
         if any(v is None for v in values):
             return None
@@ -127,6 +164,8 @@ class Constraint:
             except InvalidUniqueValue as exc:
                 msg = f"{attr_name} {value!r}: {exc.msg}"
                 raise InvalidUniqueValue(msg) from None
+        if self.secret is not None:
+            return hashed_lock_key(self.name, parts, self.secret())
         return lock_key(self.name, parts)
 
 
@@ -148,7 +187,7 @@ def _normalizers(model: str, uc: UniqueConstraint) -> tuple[Normalizer | None, .
 
 
 def resolve_constraints(
-    model: str, attributes: Mapping[str, Attribute[Any]], declared: object
+    model: str, attributes: Mapping[str, Attribute[Any]], declared: object, secret: object = None
 ) -> tuple[Constraint, ...]:
     """Collect and check a model's constraints.
 
@@ -156,6 +195,8 @@ def resolve_constraints(
         model: the model's name, for messages.
         attributes: the model's attributes by Python name.
         declared: ``Meta.unique_constraints`` (None or a sequence of ``UniqueConstraint``).
+        secret: ``Meta.unique_secret`` (bytes, or a callable returning bytes), for hashed
+            constraints.
 
     Raises:
         UniqueConfigError: a constraint names a missing or unsupported attribute, names repeat,
@@ -166,7 +207,7 @@ def resolve_constraints(
     for attr_name, attribute in attributes.items():
         spec = getattr(attribute, _SPEC_ATTR, None)
         if isinstance(spec, _UniqueSpec):
-            uc = UniqueConstraint(attr_name, name=spec.name, normalize=spec.normalize)
+            uc = UniqueConstraint(attr_name, name=spec.name, normalize=spec.normalize, hashed=spec.hashed)
             found.append((uc, f"UniqueAttribute {attr_name!r}"))
     if declared is not None:
         if isinstance(declared, (str, bytes)) or not isinstance(declared, (list, tuple)):
@@ -178,7 +219,7 @@ def resolve_constraints(
                 raise UniqueConfigError(msg)
             found.append((uc, f"UniqueConstraint{uc.attribute_names!r}"))
 
-    resolved = [_resolve_one(model, attributes, uc, where) for uc, where in found]
+    resolved = [_resolve_one(model, attributes, uc, where, _secret_source(model, secret, uc)) for uc, where in found]
     names = [c.name for c in resolved]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -187,7 +228,33 @@ def resolve_constraints(
     return tuple(resolved)
 
 
-def _resolve_one(model: str, attributes: Mapping[str, Attribute[Any]], uc: UniqueConstraint, where: str) -> Constraint:
+def _secret_source(model: str, secret: object, uc: UniqueConstraint) -> SecretSource | None:
+    if not uc.hashed:
+        return None
+    if isinstance(secret, (bytes, bytearray)) and secret:
+        key = bytes(secret)
+        return lambda: key
+    if callable(secret):
+
+        def call() -> bytes:
+            value = secret()
+            if not isinstance(value, (bytes, bytearray)) or not value:
+                msg = f"{model}: Meta.unique_secret() must return non-empty bytes, got {type(value).__name__}"
+                raise UniqueConfigError(msg)
+            return bytes(value)
+
+        return call
+    msg = f"{model}: a hashed unique constraint needs Meta.unique_secret (non-empty bytes or a callable)"
+    raise UniqueConfigError(msg)
+
+
+def _resolve_one(
+    model: str,
+    attributes: Mapping[str, Attribute[Any]],
+    uc: UniqueConstraint,
+    where: str,
+    secret: SecretSource | None,
+) -> Constraint:
     if not uc.attribute_names:
         msg = f"{model}: {where} names no attribute"
         raise UniqueConfigError(msg)
@@ -213,4 +280,19 @@ def _resolve_one(model: str, attributes: Mapping[str, Attribute[Any]], uc: Uniqu
         model_attributes.append(attribute)
     name = uc.name if uc.name is not None else "_".join(a.upper() for a in uc.attribute_names)
     _check_name(model, name)
-    return Constraint(name, uc.attribute_names, _normalizers(model, uc), tuple(model_attributes))
+    if not callable(uc.condition if uc.condition is not None else len):
+        msg = f"{model}: {where}: condition must be callable"
+        raise UniqueConfigError(msg)
+    for attr_name in uc.condition_attributes or ():
+        if attr_name not in attributes:
+            msg = f"{model}: {where}: condition_attributes names {attr_name!r}, not an attribute of the model"
+            raise UniqueConfigError(msg)
+    return Constraint(
+        name,
+        uc.attribute_names,
+        _normalizers(model, uc),
+        tuple(model_attributes),
+        condition=uc.condition,
+        condition_attributes=uc.condition_attributes or (),
+        secret=secret,
+    )

@@ -10,7 +10,7 @@ A lock key is ``UNIQ#<NAME>#<encoded value>``. The encoding is injective: two di
   ``Decimal("1.00")`` all give ``%N1``).
 - A binary part is ``%B`` followed by its URL-safe base64 form.
 - Escaped strings only ever contain ``%`` as ``%25`` or ``%23``, so a string part can never
-  spell ``%N``, ``%B`` or the digest marker ``%H``.
+  spell ``%N``, ``%B``, the digest marker ``%H`` or the keyed-digest marker ``%K``.
 
 DynamoDB limits a partition key to 2048 bytes of UTF-8. A key that would exceed it is replaced
 by ``UNIQ#<NAME>#%H<sha256 hex of the plain key>``, a form the plain encoding never produces.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Final
@@ -34,6 +35,8 @@ LOCK_RANGE_KEY: Final = "LOCK"
 #: DynamoDB's limit on the size of a partition key value, in bytes of UTF-8.
 MAX_PARTITION_KEY_BYTES: Final = 2048
 DIGEST_MARKER: Final = "%H"
+#: Marks the keyed digest of a hashed constraint: ``UNIQ#<NAME>#%K<hmac-sha256 hex>``.
+HMAC_MARKER: Final = "%K"
 
 
 def lock_prefix(name: str) -> str:
@@ -97,3 +100,13 @@ def lock_key(name: str, parts: Sequence[str]) -> str:
         return key
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
     return lock_prefix(name) + DIGEST_MARKER + digest
+
+
+def hashed_lock_key(name: str, parts: Sequence[str], secret: bytes) -> str:
+    """Return the lock key of a hashed constraint: an HMAC-SHA256 of the encoded value.
+
+    The whole normalized, encoded value (compound parts joined as in a plain key) is digested,
+    so the key reveals nothing of it; equal values still share the key.
+    """
+    digest = hmac.new(secret, "#".join(parts).encode("utf-8"), hashlib.sha256).hexdigest()
+    return lock_prefix(name) + HMAC_MARKER + digest

@@ -98,10 +98,11 @@ def lock_table(model: type[Model]) -> LockTable:
 
 
 def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
-    """The owner key stored in a lock item, ``(hash,)`` or ``(hash, range)``; None without one."""
+    """The owner key stored in a lock item, serialized: ``(hash,)`` or ``(hash, range)``; None without one."""
     if not item or OWNER_HASH not in item:
         return None
-    owner_hash = item[OWNER_HASH].get("S")
+    # Owner fields are typed as the record's key attributes: {"S": ...}, {"N": ...} or {"B": ...}.
+    owner_hash = next(iter(item[OWNER_HASH].values()))
     if OWNER_RANGE in item:
-        return (owner_hash, item[OWNER_RANGE].get("S"))
+        return (owner_hash, next(iter(item[OWNER_RANGE].values())))
     return (owner_hash,)

@@ -5,24 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
-from pynamodb.constants import STRING
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 from pynamodb.models import BatchWrite, MetaModel, Model
 from pynamodb.pagination import ResultIterator
 
-from ._constraint import LOCK_ATTRIBUTES, OWNER_HASH, resolve_constraints
+from ._configure import configure
+from ._constraint import OWNER_HASH
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_owner, lock_table
-from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, LockRelease, Plan, Planner, RecordWrite, Stored
+from ._plan import LockPut, LockRelease, Plan, Planner, RecordWrite, Stored
 from ._requests import build_request, owner_key
 from ._send import RETRY_ATTEMPTS, WriteFailed, check_token, derive_token, new_token, send
 from .exceptions import (
     ConditionFailed,
     InvalidUniqueValue,
     StaleWrite,
-    UniqueConfigError,
     UniqueError,
     UniqueViolation,
     Violation,
@@ -34,41 +33,12 @@ _T = TypeVar("_T", bound=Model)
 MAX_PLANS: Final = 4
 
 
-def _configure(cls: type[Model]) -> Planner | None:
-    """Check a model's constraints when its class is defined; None for a model without keys."""
-    model = cls.__name__
-    meta = getattr(cls, "Meta", None)
-    constraints = resolve_constraints(model, cls.get_attributes(), getattr(meta, "unique_constraints", None))
-    attributes = cls.get_attributes()
-    if cls._hash_keyname is None:
-        return None  # An abstract base: its concrete subclasses are checked.
-    hash_attribute = attributes[cls._hash_keyname]
-    range_attribute = attributes[cls._range_keyname] if cls._range_keyname else None
-    for role, attribute in (("hash", hash_attribute), ("range", range_attribute)):
-        if attribute is not None and attribute.attr_type != STRING:
-            msg = (
-                f"{model}: the {role} key {attribute.attr_name!r} must be a string attribute "
-                "to share its table with lock items"
-            )
-            raise UniqueConfigError(msg)
-    clash = sorted(a.attr_name for a in cls.get_attributes().values() if a.attr_name in LOCK_ATTRIBUTES)
-    if clash:
-        msg = f"{model}: attribute names {clash} are reserved for lock items"
-        raise UniqueConfigError(msg)
-    # The largest write releases one lock and takes one per constraint, besides the record.
-    if 1 + 2 * len(constraints) > MAX_TRANSACTION_ACTIONS:
-        limit = (MAX_TRANSACTION_ACTIONS - 1) // 2
-        msg = f"{model}: {len(constraints)} unique constraints; at most {limit} fit one TransactWriteItems"
-        raise UniqueConfigError(msg)
-    return Planner(constraints, cls.get_attributes(), hash_attribute)
-
-
 class _UniqueModelMeta(MetaModel):
     """Runs the constraint checks once PynamoDB has collected the model's attributes."""
 
     def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
         super().__init__(name, bases, namespace, discriminator)
-        cls._uniq_planner = _configure(cls)  # type: ignore[arg-type]
+        cls._uniq_planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
 
 
 class UniqueMixin(Model, metaclass=_UniqueModelMeta):

@@ -7,14 +7,16 @@ request; the order of :meth:`Plan.sent` is the order PynamoDB's ``transact_write
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
 from pynamodb.attributes import Attribute
 from pynamodb.expressions.condition import Condition
 
 from ._constraint import Constraint
+from .exceptions import UniqueConfigError
 
 #: DynamoDB's limit on the number of actions in one TransactWriteItems.
 MAX_TRANSACTION_ACTIONS: Final = 100
@@ -116,6 +118,9 @@ def compare_and_swap(
     return condition
 
 
+Instantiate = Callable[[Mapping[str, Any], set[str]], Any]
+
+
 @dataclass(frozen=True)
 class Planner:
     """Plans the writes of one model.
@@ -124,21 +129,53 @@ class Planner:
         constraints: the model's resolved constraints.
         attributes: the model's attributes by Python name.
         hash_attribute: the model's hash key attribute.
-
+        instantiate: builds a model instance holding a mapping of values and records, in the
+            given set, the attributes read from it (for partial constraints' conditions).
     """
 
     constraints: tuple[Constraint, ...]
     attributes: Mapping[str, Attribute[Any]]
     hash_attribute: Attribute[Any]
+    instantiate: Instantiate | None = field(default=None, compare=False)
 
-    @property
+    @cached_property
     def unique_names(self) -> tuple[str, ...]:
-        """Python names of every attribute in some constraint, without repeats."""
-        return tuple(dict.fromkeys(a for c in self.constraints for a in c.attributes))
+        """Python names of every attribute the planner needs: constraint parts and condition reads.
+
+        The record's compare-and-swap covers exactly these.
+        """
+        names = [a for c in self.constraints for a in (*c.attributes, *c.condition_attributes)]
+        return tuple(dict.fromkeys(names))
+
+    def applies(self, constraint: Constraint, values: Mapping[str, Any]) -> bool:
+        """Whether a partial constraint's condition holds for ``values`` (always for others).
+
+        Raises:
+            UniqueConfigError: the condition read an attribute it did not declare.
+        """
+        if constraint.condition is None:
+            return True
+        if self.instantiate is None:
+            msg = f"constraint {constraint.name} has a condition but the planner cannot build instances"
+            raise UniqueConfigError(msg)
+        read: set[str] = set()
+        holds = bool(constraint.condition(self.instantiate(values, read)))
+        undeclared = sorted(read - set(self.unique_names))
+        if undeclared:
+            msg = (
+                f"the condition of unique constraint {constraint.name} read {undeclared}, which it did "
+                "not read when traced; list every attribute it reads in condition_attributes=(...)"
+            )
+            raise UniqueConfigError(msg)
+        return holds
 
     def keys(self, values: Mapping[str, Any]) -> dict[str, str | None]:
         """Lock key of each constraint (None: no lock) for a mapping of attribute values."""
-        return {c.name: c.key(c.values(values)) for c in self.constraints}
+        keys: dict[str, str | None] = {}
+        for c in self.constraints:
+            key = c.key(c.values(values))
+            keys[c.name] = key if key is not None and self.applies(c, values) else None
+        return keys
 
     def _cas(self, stored: Stored) -> Condition | None:
         return compare_and_swap(self.attributes, self.unique_names, stored.values)

@@ -21,18 +21,32 @@ if TYPE_CHECKING:
 _OPERATIONS = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
 
 
-def owner_key(instance: Model) -> tuple[str, ...]:
+def owner_key(instance: Model) -> tuple[Any, ...]:
     """The record's key as lock items store it: ``(hash,)`` or ``(hash, range)``, serialized."""
     hash_key, range_key = instance._get_hash_range_key_serialized_values()  # noqa: SLF001 - PynamoDB's key serializer.
     return (hash_key,) if range_key is None else (hash_key, range_key)
 
 
+def owner_attributes(instance: Model) -> dict[str, dict[str, Any]]:
+    """The owner fields of a lock item, typed as the record's key attributes are."""
+    owner = owner_key(instance)
+    attributes = instance.get_attributes()
+    names = [instance._hash_keyname, instance._range_keyname]  # noqa: SLF001 - PynamoDB's key names.
+    fields = (OWNER_HASH, OWNER_RANGE)
+    return {
+        field: {attributes[name].attr_type: value}
+        for field, name, value in zip(fields, names, owner, strict=False)
+        if name is not None
+    }
+
+
 def owner_condition(instance: Model) -> Condition:
     """Condition on a lock item: it is owned by ``instance``."""
-    owner = owner_key(instance)
-    condition = Path(OWNER_HASH) == owner[0]
-    if len(owner) > 1:
-        condition &= Path(OWNER_RANGE) == owner[1]
+    condition: Condition | None = None
+    for field, value in owner_attributes(instance).items():
+        part = Path(field) == value
+        condition = part if condition is None else condition & part
+    assert condition is not None  # noqa: S101 - a record always has a hash key.
     return condition
 
 
@@ -91,10 +105,7 @@ def _lock_kwargs(instance: Model, locks: LockTable, action: LockPut | LockReleas
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
         return release
-    owner = owner_key(instance)
-    attributes: dict[str, Any] = {OWNER_HASH: {"S": owner[0]}, CONSTRAINT: {"S": action.constraint.name}}
-    if len(owner) > 1:
-        attributes[OWNER_RANGE] = {"S": owner[1]}
+    attributes: dict[str, Any] = {**owner_attributes(instance), CONSTRAINT: {"S": action.constraint.name}}
     put: dict[str, Any] = connection.get_operation_kwargs(
         action.key,
         range_key,

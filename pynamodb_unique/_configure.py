@@ -1,0 +1,90 @@
+"""A unique model's configuration, checked once PynamoDB has collected its attributes."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pynamodb.constants import STRING
+from pynamodb.models import Model
+
+from ._constraint import LOCK_ATTRIBUTES, Constraint, resolve_constraints
+from ._plan import MAX_TRANSACTION_ACTIONS, Planner
+from .exceptions import UniqueConfigError
+
+
+class _ReadRecorder(dict[str, Any]):
+    """An instance's ``attribute_values`` that records which attributes are read."""
+
+    def __init__(self, values: Mapping[str, Any], read: set[str]) -> None:
+        super().__init__(values)
+        self.read = read
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+def instantiator(cls: type[Model]) -> Callable[[Mapping[str, Any], set[str]], Model]:
+    """Build instances of ``cls`` holding given values, recording the attributes read from them."""
+
+    def instantiate(values: Mapping[str, Any], read: set[str]) -> Model:
+        instance = cls(_user_instantiated=False)
+        instance.attribute_values = _ReadRecorder({k: v for k, v in values.items() if v is not None}, read)
+        return instance
+
+    return instantiate
+
+
+def _traced(cls: type[Model], constraint: Constraint) -> Constraint:
+    """Fill in the attributes a partial constraint's condition reads, unless declared."""
+    if constraint.condition is None or constraint.condition_attributes:
+        return constraint
+    read: set[str] = set()
+    # A condition may fail on an empty instance; what it read until then still counts.
+    with contextlib.suppress(Exception):
+        constraint.condition(instantiator(cls)({}, read))
+    return dataclasses.replace(constraint, condition_attributes=tuple(sorted(read)))
+
+
+def configure(cls: type[Model]) -> Planner | None:
+    """Check ``cls``'s unique constraints and return its planner; None for a model without keys.
+
+    Raises:
+        UniqueConfigError: the model cannot keep its constraints (see the messages).
+    """
+    model = cls.__name__
+    meta = getattr(cls, "Meta", None)
+    attributes = cls.get_attributes()
+    constraints = resolve_constraints(
+        model, attributes, getattr(meta, "unique_constraints", None), getattr(meta, "unique_secret", None)
+    )
+    if cls._hash_keyname is None:
+        return None  # An abstract base: its concrete subclasses are checked.
+    hash_attribute = attributes[cls._hash_keyname]
+    range_attribute = attributes[cls._range_keyname] if cls._range_keyname else None
+    if not getattr(meta, "unique_lock_table", None):
+        for role, attribute in (("hash", hash_attribute), ("range", range_attribute)):
+            if attribute is not None and attribute.attr_type != STRING:
+                msg = (
+                    f"{model}: the {role} key {attribute.attr_name!r} must be a string attribute to share "
+                    "its table with lock items (or set Meta.unique_lock_table)"
+                )
+                raise UniqueConfigError(msg)
+    clash = sorted(a.attr_name for a in attributes.values() if a.attr_name in LOCK_ATTRIBUTES)
+    if clash:
+        msg = f"{model}: attribute names {clash} are reserved for lock items"
+        raise UniqueConfigError(msg)
+    # The largest write releases one lock and takes one per constraint, besides the record.
+    if 1 + 2 * len(constraints) > MAX_TRANSACTION_ACTIONS:
+        limit = (MAX_TRANSACTION_ACTIONS - 1) // 2
+        msg = f"{model}: {len(constraints)} unique constraints; at most {limit} fit one TransactWriteItems"
+        raise UniqueConfigError(msg)
+    traced = tuple(_traced(cls, c) for c in constraints)
+    return Planner(traced, attributes, hash_attribute, instantiator(cls))
