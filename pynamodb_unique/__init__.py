@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from ._constraint import UniqueAttribute as UniqueAttribute
 from ._constraint import UniqueConstraint as UniqueConstraint
+from ._locks import create_lock_table as create_lock_table
 from ._mixin import UniqueMixin as UniqueMixin
 from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
@@ -34,4 +35,5 @@ __all__ = [
     "UniqueViolation",
     "Violation",
     "__version__",
+    "create_lock_table",
 ]

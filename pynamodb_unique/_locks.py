@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -12,6 +13,7 @@ from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEM
 
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
+from .exceptions import UniqueConfigError
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -106,3 +108,50 @@ def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     if OWNER_RANGE in item:
         return (owner_hash, next(iter(item[OWNER_RANGE].values())))
     return (owner_hash,)
+
+
+def create_lock_table(
+    model: type[Model],
+    *,
+    wait: bool = False,
+    billing_mode: str = "PAY_PER_REQUEST",
+    read_capacity_units: int | None = None,
+    write_capacity_units: int | None = None,
+    tags: dict[str, str] | None = None,
+) -> None:
+    """Create the separate lock table named by ``model.Meta.unique_lock_table``.
+
+    It has string keys ``PK`` (hash) and ``SK`` (range), in the model's region and account, so
+    one TransactWriteItems spans it and the model's table.
+
+    Args:
+        model: a unique model whose Meta sets ``unique_lock_table``.
+        wait: poll until the table is ACTIVE.
+        billing_mode: ``PAY_PER_REQUEST`` (default) or ``PROVISIONED``.
+        read_capacity_units: for ``PROVISIONED``.
+        write_capacity_units: for ``PROVISIONED``.
+        tags: table tags.
+
+    Raises:
+        UniqueConfigError: the model keeps its locks in its own table.
+    """
+    if not getattr(model.Meta, "unique_lock_table", None):
+        msg = f"{model.__name__} keeps its locks in its own table: set Meta.unique_lock_table first"
+        raise UniqueConfigError(msg)
+    connection = lock_table(model).connection
+    connection.create_table(
+        attribute_definitions=[
+            {"attribute_name": LOCK_TABLE_HASH, "attribute_type": "S"},
+            {"attribute_name": LOCK_TABLE_RANGE, "attribute_type": "S"},
+        ],
+        key_schema=[
+            {"attribute_name": LOCK_TABLE_HASH, "key_type": "HASH"},
+            {"attribute_name": LOCK_TABLE_RANGE, "key_type": "RANGE"},
+        ],
+        billing_mode=billing_mode,
+        read_capacity_units=read_capacity_units,
+        write_capacity_units=write_capacity_units,
+        tags=tags,
+    )
+    while wait and connection.describe_table().get("TableStatus") != "ACTIVE":
+        time.sleep(0.2)

@@ -95,9 +95,45 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
 
     def _uniq_check_key(self) -> None:
         hash_key = owner_key(self)[0]
-        if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
+        shared = not getattr(self.Meta, "unique_lock_table", None)
+        if shared and isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
             msg = f"{type(self).__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
+
+    @classmethod
+    def _uniq_owner_key(cls, owner: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        """A lock's serialized owner key in the Python types of this model's key attributes."""
+        if owner is None:
+            return None
+        attributes = cls.get_attributes()
+        names = [cls._hash_keyname, cls._range_keyname]
+        return tuple(
+            attributes[name].deserialize(value) for name, value in zip(names, owner, strict=False) if name is not None
+        )
+
+    @classmethod
+    def unique_owner(cls, **values: Any) -> tuple[Any, ...] | None:
+        """Who holds a value: the owner's key, or None, with one strongly consistent GetItem.
+
+        Advisory, for forms that say "taken" before submit: the write remains the authority.
+        Keyword arguments are the Python attribute names of one constraint, all its parts;
+        values are normalized as on write (a partial constraint's condition is not applied).
+
+        Raises:
+            InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
+        """
+        planner = cls._uniq_planner
+        names = set(values)
+        constraint = next((c for c in (planner.constraints if planner else ()) if set(c.attributes) == names), None)
+        if constraint is None:
+            msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
+            raise InvalidUniqueValue(msg)
+        key = constraint.key(constraint.values(values))
+        if key is None:
+            return None
+        locks = cls._uniq_locks()
+        data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
+        return cls._uniq_owner_key(lock_owner(data.get("Item")))
 
     @classmethod
     def _uniq_locks(cls) -> LockTable:
@@ -291,7 +327,10 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
                 continue
             owner = lock_owner(reason.raw_item)
             if isinstance(action, LockPut) and owner != me:
-                violations.append(Violation(action.constraint.name, action.constraint.attributes, action.values, owner))
+                violation = Violation(
+                    action.constraint.name, action.constraint.attributes, action.values, self._uniq_owner_key(owner)
+                )
+                violations.append(violation)
             elif isinstance(action, LockRelease):
                 foreign_releases.append(action.key)
         if violations:
@@ -363,7 +402,7 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
 
     @classmethod
     def _uniq_hide_locks(cls, filter_condition: Condition | None) -> Condition | None:
-        if cls._uniq_planner is None:
+        if cls._uniq_planner is None or getattr(cls.Meta, "unique_lock_table", None):
             return filter_condition
         no_lock = Path(OWNER_HASH).does_not_exist()
         return no_lock if filter_condition is None else filter_condition & no_lock
