@@ -45,7 +45,11 @@ def test_define__valid_model__constraints_resolved() -> None:
         ({"constraints": [UniqueConstraint()]}, "names no attribute"),
         ({"constraints": [UniqueConstraint("x", "x")], "x": UnicodeAttribute()}, "twice"),
         (
-            {"constraints": [UniqueConstraint("x", name="EMAIL")], "x": UnicodeAttribute(), "email": UniqueAttribute(UnicodeAttribute())},
+            {
+                "constraints": [UniqueConstraint("x", name="EMAIL")],
+                "x": UnicodeAttribute(),
+                "email": UniqueAttribute(UnicodeAttribute()),
+            },
             "distinct",
         ),
         ({"constraints": [UniqueConstraint("x", name="A#B")], "x": UnicodeAttribute()}, "letters, digits"),

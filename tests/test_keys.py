@@ -43,7 +43,7 @@ def test_key__compound_parts_never_merge(left: tuple[str, str], right: tuple[str
     assert PAIR.key(left) != PAIR.key(right)
 
 
-@pytest.mark.parametrize("value", [1, 1.0, 1.00, 10e-1])
+@pytest.mark.parametrize("value", [1, 1.0])
 def test_key__equal_numbers_share_a_key(value: float) -> None:
     """1, 1.0 and other spellings of one number give one key."""
     assert NUMBER.key((value,)) == NUMBER.key((1,)) == "UNIQ#N#%N1"

@@ -89,7 +89,10 @@ def test_write__update__record_last() -> None:
 def test_write__not_ours__release_skipped() -> None:
     """A lock known to belong to another record is never released."""
     plan = PLANNER.write(
-        "put", Stored(exists=True, values=ADA), {**ADA, "email": "b@x.io"}, not_ours=frozenset({"UNIQ#EMAIL#ada@lovelace.io"})
+        "put",
+        Stored(exists=True, values=ADA),
+        {**ADA, "email": "b@x.io"},
+        not_ours=frozenset({"UNIQ#EMAIL#ada@lovelace.io"}),
     )
     assert _summary(plan.sent()) == [("put", "record"), ("put", "UNIQ#EMAIL#b@x.io")]
 

@@ -60,7 +60,7 @@ class Ticket(UniqueMixin, Model):
 
 @pytest.fixture
 def members(backend: Backend) -> Iterator[type[Member]]:
-    yield bind_model(Member, backend)
+    return bind_model(Member, backend)
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def tickets(backend: Backend) -> Iterator[type[Ticket]]:
     model.Meta.unique_lock_table = f"{model.Meta.table_name}-locks"  # type: ignore[attr-defined]
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
-    yield model
+    return model
 
 
 def _lock_keys(model: type[Model]) -> set[str]:
@@ -243,7 +243,10 @@ def test_partial__race_two_undeletes__one_wins(dynoxide_endpoint: str) -> None:
     wins = []
     for round_no in range(10):
         handle = f"h{round_no}"
-        one, two = members(pk=f"A{round_no}", handle=handle), members(pk=f"B{round_no}", handle=handle, status="deleted")
+        one, two = (
+            members(pk=f"A{round_no}", handle=handle),
+            members(pk=f"B{round_no}", handle=handle, status="deleted"),
+        )
         one.save()
         one.update(actions=[members.status.set("deleted")])
         two.save()
