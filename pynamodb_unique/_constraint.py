@@ -201,7 +201,6 @@ def resolve_constraints(
     Raises:
         UniqueConfigError: a constraint names a missing or unsupported attribute, names repeat,
             or ``declared`` is not a sequence of ``UniqueConstraint``.
-
     """
     found: list[tuple[UniqueConstraint, str]] = []
     for attr_name, attribute in attributes.items():

@@ -52,7 +52,6 @@ def canonical_number(value: str) -> str:
 
     Raises:
         InvalidUniqueValue: ``value`` is not a finite decimal number.
-
     """
     try:
         number = Decimal(value)
@@ -73,7 +72,6 @@ def encode_part(attr_type: str, serialized: object) -> str:
 
     Raises:
         InvalidUniqueValue: the type cannot be part of a lock key.
-
     """
     if attr_type == STRING and isinstance(serialized, str):
         try:

@@ -32,7 +32,6 @@ class LockTable:
         hash_name: the lock key's attribute name.
         range_name: the sort key's attribute name, or None when the table has none.
         shared: whether the locks share the model's own table.
-
     """
 
     connection: TableConnection

@@ -171,7 +171,6 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             ConditionFailed: ``condition`` or the version check failed.
             StaleWrite: the record kept changing concurrently.
             InvalidUniqueValue: a value or the token is refused; nothing was sent.
-
         """
         planner = self._uniq_planner
         if planner is None:
@@ -203,7 +202,6 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             ConditionFailed: ``condition`` or the version check failed.
             StaleWrite: the record kept changing concurrently.
             InvalidUniqueValue: an action or the token is refused; nothing was sent.
-
         """
         planner = self._uniq_planner
         if planner is None:
@@ -244,7 +242,6 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
         Raises:
             ConditionFailed: ``condition`` or the version check failed.
             StaleWrite: the record kept changing concurrently.
-
         """
         planner = self._uniq_planner
         if planner is None:
@@ -328,7 +325,11 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             owner = lock_owner(reason.raw_item)
             if isinstance(action, LockPut) and owner != me:
                 violation = Violation(
-                    action.constraint.name, action.constraint.attributes, action.values, self._uniq_owner_key(owner)
+                    action.constraint.name,
+                    action.constraint.attributes,
+                    action.values,
+                    self._uniq_owner_key(owner),
+                    instance=self,
                 )
                 violations.append(violation)
             elif isinstance(action, LockRelease):
@@ -372,7 +373,7 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
             self.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
             self._uniq_remember(Stored(exists=True, values=desired))
             return
-        if not plan.transactional:
+        if "Attributes" in response:
             # UpdateItem returned the stored item: load it, as PynamoDB's update() does.
             self.deserialize(response["Attributes"])
             return

@@ -31,7 +31,6 @@ class Stored:
     Attributes:
         exists: whether the record exists.
         values: the unique attributes' Python values (missing or None: no value).
-
     """
 
     exists: bool
@@ -195,7 +194,6 @@ class Planner:
             stored: what the record is assumed to hold; the record's condition checks it.
             desired: the unique attributes' values after the write.
             not_ours: lock keys known to be owned by another record (nothing to release).
-
         """
         after = self.keys(desired)
         before = self.keys(stored.values) if stored.exists else dict.fromkeys(after)

@@ -55,7 +55,6 @@ def check_token(token: str | None) -> str | None:
 
     Raises:
         InvalidUniqueValue: the token is empty, too long or not a string.
-
     """
     if token is None:
         return None
@@ -160,7 +159,6 @@ def send(
         TransientError: conflicts or throttling outlasted ``attempts``.
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
-
     """
     for attempt in range(attempts):
         try:

@@ -8,7 +8,7 @@ existing handlers keep working.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, UpdateError
@@ -30,13 +30,14 @@ class Violation:
         values: the values as given to the write (before ``normalize``).
         owner: the key of the record holding the value, ``(hash, range)`` or ``(hash,)``;
             None when DynamoDB did not say.
-
+        instance: the model instance whose write wanted the value.
     """
 
     constraint: str
     attributes: tuple[str, ...]
     values: tuple[Any, ...]
     owner: tuple[Any, ...] | None
+    instance: Any = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         if len(self.attributes) == 1:
@@ -49,7 +50,6 @@ class UniqueViolation(UniqueError):
 
     Attributes:
         violations: every violated constraint of the request, in declaration order.
-
     """
 
     msg = "a unique value is already taken"
