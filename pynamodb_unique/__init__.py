@@ -6,6 +6,7 @@ from ._constraint import UniqueAttribute as UniqueAttribute
 from ._constraint import UniqueConstraint as UniqueConstraint
 from ._locks import create_lock_table as create_lock_table
 from ._mixin import UniqueMixin as UniqueMixin
+from ._transact import TransactWrite as TransactWrite
 from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
 from .exceptions import InvalidUniqueValue as InvalidUniqueValue
@@ -26,6 +27,7 @@ __all__ = [
     "IdempotencyMismatch",
     "InvalidUniqueValue",
     "StaleWrite",
+    "TransactWrite",
     "TransientError",
     "UniqueAttribute",
     "UniqueConfigError",

@@ -59,13 +59,14 @@ def _and(left: Condition | None, right: Condition | None) -> Condition | None:
     return combined
 
 
-def _record_kwargs(
+def record_kwargs(
     instance: Model,
     write: RecordWrite,
     condition: Condition | None,
     actions: Sequence[Action] | None,
     add_version_condition: bool,
 ) -> dict[str, Any]:
+    """The request item for the record's own write, with the caller's and the library's conditions."""
     condition = _and(condition, write.condition)
     if write.op == "put":
         if add_version_condition:
@@ -96,10 +97,23 @@ def _record_kwargs(
     )
 
 
-def _lock_kwargs(instance: Model, locks: LockTable, action: LockPut | LockRelease) -> dict[str, Any]:
+def lock_kwargs(
+    instance: Model, locks: LockTable, action: LockPut | LockRelease, *, previous_owner: Model | None = None
+) -> dict[str, Any]:
+    """The request item for one lock action of ``instance``.
+
+    Args:
+        instance: the record taking or releasing the value.
+        locks: where the lock items live.
+        action: the lock action.
+        previous_owner: for a put, a record releasing the same value in the same transaction;
+            the put then also accepts a lock it owns (a transfer, as one action).
+    """
     connection = locks.connection
     range_key = locks.range_value
     condition = Path(locks.hash_name).does_not_exist() | owner_condition(instance)
+    if previous_owner is not None:
+        condition |= owner_condition(previous_owner)
     if isinstance(action, LockRelease):
         release: dict[str, Any] = connection.get_operation_kwargs(
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
@@ -137,9 +151,9 @@ def build_request(
         locks: where the lock items live.
     """
     items = [
-        _record_kwargs(instance, action, condition, actions, add_version_condition)
+        record_kwargs(instance, action, condition, actions, add_version_condition)
         if isinstance(action, RecordWrite)
-        else _lock_kwargs(instance, locks, action)
+        else lock_kwargs(instance, locks, action)
         for action in plan.sent()
     ]
     if plan.transactional:

@@ -31,7 +31,7 @@ RETRY_ATTEMPTS: Final = 5
 RETRY_BASE_DELAY: Final = 0.05
 RETRY_MAX_DELAY: Final = 1.0
 
-_RETRYABLE_CODES: Final = frozenset(
+RETRYABLE_CODES: Final = frozenset(
     {
         "TransactionInProgressException",
         "ProvisionedThroughputExceededException",
@@ -39,7 +39,7 @@ _RETRYABLE_CODES: Final = frozenset(
         "RequestLimitExceeded",
     }
 )
-_RETRYABLE_REASONS: Final = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+RETRYABLE_REASONS: Final = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 _SINGLE_ERRORS: Final[dict[str, type[PynamoDBException]]] = {
     "PutItem": PutError,
     "UpdateItem": UpdateError,
@@ -126,7 +126,7 @@ def _dispatch(connection: Connection, request: Request, token: str | None) -> di
 def _failure(exc: PynamoDBException) -> tuple[bool, list[CancellationReason | None] | None]:
     """(retryable, reasons when a condition failed) for an error PynamoDB raised."""
     code = exc.cause_response_code
-    if code in _RETRYABLE_CODES:
+    if code in RETRYABLE_CODES:
         return True, None
     if code == "IdempotentParameterMismatchException":
         msg = f"{IdempotencyMismatch.msg}: {exc.cause_response_message}"
@@ -136,7 +136,7 @@ def _failure(exc: PynamoDBException) -> tuple[bool, list[CancellationReason | No
         codes = {r.code for r in reasons if r is not None}
         if "ConditionalCheckFailed" in codes:
             return False, reasons
-        return bool(codes) and codes <= _RETRYABLE_REASONS, None
+        return bool(codes) and codes <= RETRYABLE_REASONS, None
     if code == "ConditionalCheckFailedException":
         # A single-item write: its ALL_OLD item travels on the original botocore error.
         original = exc.cause.__cause__ if exc.cause is not None else None
