@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -347,3 +348,16 @@ def test_bad_value__refused_before_request(accounts: type[Account]) -> None:
     with RequestCounter(accounts) as counter, pytest.raises(InvalidUniqueValue, match="username"):
         accounts(pk="A", email="a@x", username="\ud800").save()
     assert counter.operations == []
+
+
+def test_request__same_state_and_token__same_bytes(accounts: type[Account]) -> None:
+    """The same instance state and token give the same request, byte for byte."""
+    bodies = []
+    for _ in range(2):
+        with RequestCounter(accounts) as counter:
+            accounts(pk="A", email="a@x.io", username="u", tenant="t", slug="s").save(client_request_token="tok-1")
+        bodies.append(counter.params("TransactWriteItems")[0])
+        accounts(pk="A").delete()
+    # json.loads keeps the wire order of keys, so equal dumps mean equal request bodies.
+    assert json.dumps(bodies[0]) == json.dumps(bodies[1])
+    assert bodies[0]["ClientRequestToken"] == "tok-1"

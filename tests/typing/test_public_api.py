@@ -1,0 +1,68 @@
+"""Static typing of the public API, checked by ``mypy --strict`` (and run by pytest)."""
+
+from __future__ import annotations
+
+from typing import Any, assert_type
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+import pynamodb_unique
+from pynamodb_unique import (
+    TransactWrite,
+    UniqueAttribute,
+    UniqueConstraint,
+    UniqueError,
+    UniqueMixin,
+    UniqueViolation,
+    Violation,
+)
+
+
+class Typed(UniqueMixin, Model):
+    """A model whose attributes keep their PynamoDB types once marked unique."""
+
+    class Meta:
+        table_name = "typed"
+        unique_constraints = [UniqueConstraint("a", "b", name="AB", normalize={"a": str.lower})]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(), normalize=str.casefold)
+    score = UniqueAttribute(NumberAttribute(null=True), name="SCORE")
+    a = UnicodeAttribute(null=True)
+    b = UnicodeAttribute(null=True)
+
+
+def test_types__unique_attribute_keeps_wrapped_type() -> None:
+    """Class attributes are the wrapped attributes; instance values are plain values."""
+    assert_type(Typed.email, UnicodeAttribute)
+    assert_type(Typed.score, NumberAttribute)
+    instance = Typed(pk="p", email="e")
+    assert_type(instance.email, str)
+    assert_type(instance.score, float)
+
+
+def check_writes(instance: Typed) -> None:
+    """Checked by mypy only: the overrides keep PynamoDB's signatures and return types."""
+    assert_type(instance.save(client_request_token="idem-1"), dict[str, Any])
+    assert_type(instance.save(Typed.a == "x", add_version_condition=False), dict[str, Any])
+    assert_type(instance.update([Typed.email.set("x")], client_request_token="t"), Any)
+    assert_type(instance.delete(Typed.a.exists()), Any)
+    assert_type(Typed.unique_owner(email="x"), tuple[Any, ...] | None)
+    assert_type(list(Typed.scan()), list[Typed])
+    assert_type(next(Typed.query("p")), Typed)
+    with TransactWrite(connection=Typed._get_connection().connection) as tx:
+        tx.save(instance)
+        tx.update(instance, actions=[Typed.email.set("y")])
+
+
+def test_types__errors_carry_typed_context() -> None:
+    """Violations and errors expose typed fields."""
+    violation = Violation("EMAIL", ("email",), ("e",), ("p",))
+    assert_type(violation.owner, tuple[Any, ...] | None)
+    error = UniqueViolation([violation])
+    assert_type(error.violations, tuple[Violation, ...])
+    assert_type(error.attributes, tuple[str, ...])
+    assert isinstance(error, UniqueError)
+    assert str(error) == "email 'e' is already taken"
+    assert sorted(pynamodb_unique.__all__) == pynamodb_unique.__all__
