@@ -178,7 +178,7 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
         token = check_token(client_request_token)
         self._uniq_check_key()
         desired = self._uniq_values()
-        planner.keys(desired)  # Refuse a bad value before any request.
+        # A bad value is refused while planning, before any request.
         assumed = self._uniq_known() or Stored(exists=False)
         response: dict[str, Any] = self._uniq_run(
             "put", planner, assumed, lambda _: desired, condition, None, add_version_condition, token
@@ -215,7 +215,6 @@ class UniqueMixin(Model, metaclass=_UniqueModelMeta):
         if not changes:
             # No unique attribute is touched: the stored values stay as they are.
             return super().update(actions, condition, add_version_condition=add_version_condition)
-        planner.keys({**self._uniq_values(), **changes})
         assumed = self._uniq_known() or Stored(exists=True, values=self._uniq_values())
         return self._uniq_run(
             "update",
