@@ -2,10 +2,25 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._audit import AuditReport as AuditReport
+from ._audit import DuplicateValue as DuplicateValue
+from ._audit import ForeignLock as ForeignLock
+from ._audit import MissingLock as MissingLock
+from ._audit import OrphanedLock as OrphanedLock
+from ._audit import Problem as Problem
+from ._audit import audit as audit
 from ._constraint import UniqueAttribute as UniqueAttribute
 from ._constraint import UniqueConstraint as UniqueConstraint
+from ._explain import Explanation as Explanation
+from ._explain import LockInfo as LockInfo
+from ._explain import explain as explain
+from ._explain import inspect as inspect
 from ._locks import create_lock_table as create_lock_table
 from ._mixin import UniqueMixin as UniqueMixin
+from ._repair import Fix as Fix
+from ._repair import RepairReport as RepairReport
+from ._repair import backfill as backfill
+from ._repair import repair as repair
 from ._transact import TransactWrite as TransactWrite
 from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
@@ -23,9 +38,19 @@ except PackageNotFoundError:  # pragma: no cover - running from a checkout witho
     __version__ = "0.0.0"
 
 __all__ = [
+    "AuditReport",
     "ConditionFailed",
+    "DuplicateValue",
+    "Explanation",
+    "Fix",
+    "ForeignLock",
     "IdempotencyMismatch",
     "InvalidUniqueValue",
+    "LockInfo",
+    "MissingLock",
+    "OrphanedLock",
+    "Problem",
+    "RepairReport",
     "StaleWrite",
     "TransactWrite",
     "TransientError",
@@ -37,5 +62,10 @@ __all__ = [
     "UniqueViolation",
     "Violation",
     "__version__",
+    "audit",
+    "backfill",
     "create_lock_table",
+    "explain",
+    "inspect",
+    "repair",
 ]

@@ -65,7 +65,8 @@ def scan_pages(
         if segments > 1:
             kwargs.update(segment=segment, total_segments=segments)
         try:
-            for page in PageIterator(connection.scan, (), kwargs, rate_limit=rate):
+            pages: PageIterator[dict[str, Any]] = PageIterator(connection.scan, (), kwargs, rate_limit=rate)
+            for page in pages:
                 if stop.is_set():
                     return
                 on_page(page.get("Items", []))

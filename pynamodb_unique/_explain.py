@@ -1,0 +1,218 @@
+"""Explain and inspect: the exact request a write would send, and one value's lock."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+
+from ._audit import RecordKey, jsonable, show_key, unique_planner
+from ._locks import lock_owner
+from ._plan import Stored
+from ._requests import build_request
+from ._send import check_token
+from .exceptions import InvalidUniqueValue
+
+if TYPE_CHECKING:
+    from ._mixin import UniqueMixin
+
+ExplainOp = Literal["save", "update", "delete"]
+
+_TRANSACT_KINDS = {"put": "Put", "update": "Update", "delete": "Delete"}
+
+
+def _bytes_as_base64(value: object) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    msg = f"{type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The request one write of a unique model would send.
+
+    Attributes:
+        operation: ``TransactWriteItems``, ``PutItem``, ``UpdateItem`` or ``DeleteItem``.
+        request: the operation's parameters as DynamoDB JSON, as PynamoDB would send them
+            (``TransactItems`` in the order sent: deletes, puts, updates).
+    """
+
+    operation: str
+    request: dict[str, Any]
+
+    def to_json(self) -> str:
+        """The request as indented JSON, binary values in base64, ready for an SDK call."""
+        return json.dumps(self.request, indent=2, default=_bytes_as_base64)
+
+
+def explain(
+    instance: UniqueMixin,
+    op: ExplainOp,
+    *,
+    stored: Mapping[str, Any] | None = None,
+    actions: Sequence[Action] | None = None,
+    condition: Condition | None = None,
+    add_version_condition: bool = True,
+    client_request_token: str | None = None,
+) -> Explanation:
+    """The request ``instance.save()``, ``.update(actions)`` or ``.delete()`` would send first.
+
+    Nothing is read or written. What the record holds decides which locks move: give it as
+    ``stored`` (Python attribute names to values); otherwise the instance's own knowledge is
+    used, as the write itself would (a loaded instance knows; a new one is assumed absent for
+    ``save`` and to hold its own values for ``update`` and ``delete``).
+
+    Args:
+        instance: the record to write.
+        op: ``save``, ``update`` or ``delete``.
+        stored: the stored record's values, for a write whose plan depends on them.
+        actions: the update actions, for ``update``.
+        condition: the caller's condition, as given to the write.
+        add_version_condition: PynamoDB's optimistic-locking switch, as given to the write.
+        client_request_token: included in a TransactWriteItems request when given.
+
+    Raises:
+        UniqueConfigError: the instance's model has no unique constraints.
+        InvalidUniqueValue: a value, an action or the token would be refused by the write.
+        ValueError: an unknown ``op``, or ``update`` without actions.
+    """
+    if op not in ("save", "update", "delete"):
+        msg = f"op must be 'save', 'update' or 'delete', got {op!r}"
+        raise ValueError(msg)
+    model = type(instance)
+    planner = unique_planner(model)
+    token = check_token(client_request_token)
+    instance._uniq_check_key()  # noqa: SLF001 - the write's own check, before anything.
+    values = instance._uniq_values()  # noqa: SLF001
+    known = instance._uniq_known()  # noqa: SLF001
+    if stored is not None:
+        known = Stored(exists=True, values={name: stored.get(name) for name in planner.unique_names})
+    if op == "save":
+        plan = planner.write("put", known or Stored(exists=False), values)
+    elif op == "update":
+        if not actions:
+            msg = "explaining an update needs its actions"
+            raise ValueError(msg)
+        changes = instance._uniq_update_changes(planner, actions)  # noqa: SLF001 - the write's own reading.
+        if not changes:
+            # No unique attribute is touched: the write is PynamoDB's own UpdateItem.
+            item = instance.get_update_kwargs_from_instance(
+                actions=list(actions), condition=condition, add_version_condition=add_version_condition
+            )
+            return Explanation("UpdateItem", {**item, "ReturnValues": "ALL_NEW"})
+        assumed = known or Stored(exists=True, values=values)
+        plan = planner.write("update", assumed, {**assumed.values, **changes})
+    else:
+        plan = planner.delete(known or Stored(exists=True, values=values))
+    request = build_request(
+        instance,
+        plan,
+        condition,
+        actions,
+        add_version_condition=add_version_condition,
+        locks=model._uniq_locks(),  # noqa: SLF001 - where the core keeps the model's locks.
+    )
+    if not request.transactional:
+        return Explanation(request.operation, dict(request.items[0]))
+    body: dict[str, Any] = {
+        "TransactItems": [
+            {_TRANSACT_KINDS[action.op]: item} for action, item in zip(plan.sent(), request.items, strict=True)
+        ]
+    }
+    if token is not None:
+        body["ClientRequestToken"] = token
+    return Explanation(request.operation, body)
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """One value's lock, read with strongly consistent reads.
+
+    Attributes:
+        constraint: the constraint's name.
+        values: the values looked up, as given.
+        lock_key: their lock key; None when a part is None (such values take no lock).
+        lock_table: the table holding the lock.
+        exists: whether the lock item exists.
+        owner: the record key the lock names, serialized; None without one.
+        owner_holds: whether that record holds the value now (False: an orphaned lock);
+            None without an owner.
+    """
+
+    constraint: str
+    values: tuple[Any, ...]
+    lock_key: str | None
+    lock_table: str
+    exists: bool
+    owner: RecordKey | None
+    owner_holds: bool | None
+
+    def describe(self) -> str:
+        """Lines for a person."""
+        lines = [f"constraint: {self.constraint}", f"values:     {self.values!r}"]
+        if self.lock_key is None:
+            return "\n".join([*lines, "lock:       none (a part is None: such values take no lock)"])
+        lines += [f"lock key:   {self.lock_key}", f"lock table: {self.lock_table}"]
+        if not self.exists:
+            return "\n".join([*lines, "lock:       free (no lock item)"])
+        if self.owner is None:
+            return "\n".join([*lines, "owner:      none (the lock item names no owner)"])
+        state = "holds the value" if self.owner_holds else "does NOT hold the value: an orphaned lock"
+        return "\n".join([*lines, f"owner:      {show_key(self.owner)} ({state})"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The lock as plain JSON types."""
+        return {
+            "constraint": self.constraint,
+            "values": jsonable(self.values),
+            "lock_key": self.lock_key,
+            "lock_table": self.lock_table,
+            "exists": self.exists,
+            "owner": None if self.owner is None else jsonable(self.owner),
+            "owner_holds": self.owner_holds,
+        }
+
+
+def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
+    """Show one value's lock: ``inspect(Account, email="ada@lovelace.io")``.
+
+    Keyword arguments are the Python attribute names of one constraint, all its parts; values
+    are normalized as on write. Reads the lock item, then its owner record, both strongly
+    consistent.
+
+    Raises:
+        UniqueConfigError: ``model`` has no unique constraints.
+        InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
+    """
+    planner = unique_planner(model)
+    names = set(values)
+    constraint = next((c for c in planner.constraints if set(c.attributes) == names), None)
+    if constraint is None:
+        known = "; ".join(f"{c.name}: {', '.join(c.attributes)}" for c in planner.constraints)
+        msg = f"{model.__name__}: no unique constraint covers exactly {', '.join(sorted(names))} ({known})"
+        raise InvalidUniqueValue(msg)
+    parts = constraint.values(values)
+    key = constraint.key(parts)
+    locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
+    if key is None:
+        return LockInfo(constraint.name, parts, None, locks.table_name, exists=False, owner=None, owner_holds=None)
+    item = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True).get("Item")
+    owner = lock_owner(item)
+    holds: bool | None = None
+    if owner is not None:
+        holds = False
+        table = model._get_connection()  # noqa: SLF001 - the model's own connection.
+        meta = table.get_meta_table()
+        if len(owner) == (2 if meta.range_keyname else 1):
+            range_key = owner[1] if len(owner) > 1 else None
+            record = table.get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
+            if record is not None:
+                held = model.from_raw_data(record)._uniq_lock_keys()  # noqa: SLF001 - the core's own keys.
+                holds = held.get(constraint.name) == key
+    return LockInfo(constraint.name, parts, key, locks.table_name, item is not None, owner, holds)

@@ -1,0 +1,344 @@
+"""Repair and backfill: fix what an audit found, each fix one small conditional transaction.
+
+Every fix is a TransactWriteItems of at most three items: a ConditionCheck that each record
+involved is still as the audit read it, plus one lock write conditioned on the lock's owner
+fields (or on its absence). A legitimate change made after the audit fails a condition, so the
+fix is skipped instead of undoing it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pynamodb.constants import BINARY, ITEM, KEY, STRING
+from pynamodb.exceptions import TransactWriteError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
+
+from . import _send
+from ._audit import (
+    Audited,
+    AuditReport,
+    DuplicateValue,
+    ForeignLock,
+    MissingLock,
+    OrphanedLock,
+    Problem,
+    RecordKey,
+    audit,
+    unique_planner,
+)
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
+from ._plan import compare_and_swap
+from .exceptions import TransientError
+
+if TYPE_CHECKING:
+    from ._mixin import UniqueMixin
+
+FixAction = Literal["delete", "create", "move", "none"]
+Outcome = Literal["planned", "applied", "skipped", "left"]
+
+_VERBS: dict[FixAction, tuple[str, str, str]] = {
+    # The verb when the fix is planned, applied, skipped.
+    "delete": ("would delete", "deleted", "not deleted"),
+    "create": ("would create", "created", "not created"),
+    "move": ("would move", "moved", "not moved"),
+}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What repair did, or would do, about one problem.
+
+    Attributes:
+        problem: the problem as the audit reported it.
+        action: the lock write that fixes it (``none``: nothing safe to do).
+        outcome: ``planned`` (dry run), ``applied``, ``skipped`` (a condition failed: the
+            table changed since the audit) or ``left`` (for a person, or not this tool's job).
+        reason: why a fix was skipped or left.
+    """
+
+    problem: Problem
+    action: FixAction
+    outcome: Outcome
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line for a person."""
+        if self.outcome == "left":
+            return f"left: {self.problem.describe()} ({self.reason})"
+        planned, applied, skipped = _VERBS[self.action]
+        verb = {"planned": planned, "applied": applied, "skipped": skipped}[self.outcome]
+        line = f"{verb}: {self.problem.describe()}"
+        return f"{line} ({self.reason})" if self.reason else line
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What repair or backfill did.
+
+    Attributes:
+        audit: the audit the fixes were planned from.
+        fixes: one per problem, in the audit's order.
+        applied: whether writes were allowed (False: a dry run, nothing was written).
+    """
+
+    audit: AuditReport
+    fixes: tuple[Fix, ...]
+    applied: bool
+
+    @property
+    def remaining(self) -> tuple[Fix, ...]:
+        """The problems still there: planned in a dry run, skipped, or left for a person."""
+        return tuple(f for f in self.fixes if f.outcome != "applied")
+
+    @property
+    def clean(self) -> bool:
+        """Whether nothing is left to fix."""
+        return not self.remaining
+
+
+@dataclass
+class _Write:
+    """One fix's TransactWriteItems, and what each item's failure means, in the order sent."""
+
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[dict[str, Any]] = field(default_factory=list)
+    puts: list[dict[str, Any]] = field(default_factory=list)
+    meanings: dict[str, list[str]] = field(default_factory=lambda: {"checks": [], "deletes": [], "puts": []})
+
+    def add(self, group: Literal["checks", "deletes", "puts"], item: dict[str, Any] | None, meaning: str) -> None:
+        if item is not None:
+            getattr(self, group).append(item)
+            self.meanings[group].append(meaning)
+
+    def failed(self, codes: Sequence[str | None]) -> str:
+        """What changed, from the cancellation reasons (PynamoDB sends checks, deletes, puts)."""
+        meanings = self.meanings["checks"] + self.meanings["deletes"] + self.meanings["puts"]
+        changed = [m for m, code in zip(meanings, codes, strict=False) if code == "ConditionalCheckFailed"]
+        return "; ".join(changed) or "a condition failed"
+
+
+class _Fixer:
+    """Builds and sends the fixes of one model's problems."""
+
+    def __init__(self, model: type[UniqueMixin]) -> None:
+        self.planner = unique_planner(model)
+        self.locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
+        self.table = model._get_connection()  # noqa: SLF001 - the model's own connection.
+        meta = self.table.get_meta_table()
+        self.hash_name = meta.hash_keyname
+        types = meta.get_attribute_type
+        self.key_types = tuple(types(name) for name in (meta.hash_keyname, meta.range_keyname) if name)
+
+    def _typed(self, position: int, value: Any) -> dict[str, Any]:
+        """An owner field typed as the record's key attribute (lock items store them so)."""
+        if isinstance(value, (bytes, bytearray)):
+            return {BINARY: bytes(value)}
+        kind = self.key_types[position] if position < len(self.key_types) else STRING
+        return {STRING if kind == BINARY else kind: value}
+
+    def record_check(self, key: RecordKey, audited: Audited | None) -> dict[str, Any] | None:
+        """ConditionCheck: the record is as audited (None: a key no record of the model can have)."""
+        if len(key) != len(self.key_types):
+            return None
+        if audited is None:
+            condition: Condition | None = Path(self.hash_name).does_not_exist()
+        else:
+            condition = compare_and_swap(self.planner.attributes, self.planner.unique_names, audited)
+        range_key = key[1] if len(key) > 1 else None
+        check: dict[str, Any] = self.table.get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
+        return check
+
+    def owned_by(self, owner: RecordKey | None) -> Condition:
+        """Condition on a lock item: it exists and its owner fields are exactly ``owner``."""
+        condition: Condition
+        if owner is None:
+            condition = Path(self.locks.hash_name).exists() & Path(OWNER_HASH).does_not_exist()
+            return condition
+        condition = Path(OWNER_HASH) == self._typed(0, owner[0])
+        if len(owner) > 1:
+            condition &= Path(OWNER_RANGE) == self._typed(1, owner[1])
+        else:
+            condition &= Path(OWNER_RANGE).does_not_exist()
+        return condition
+
+    def lock_put(self, problem: Problem, holder: RecordKey, condition: Condition) -> dict[str, Any]:
+        attributes = {OWNER_HASH: self._typed(0, holder[0]), CONSTRAINT: {STRING: problem.constraint}}
+        if len(holder) > 1:
+            attributes[OWNER_RANGE] = self._typed(1, holder[1])
+        put: dict[str, Any] = self.locks.connection.get_operation_kwargs(
+            problem.lock_key, self.locks.range_value, key=ITEM, attributes=attributes, condition=condition
+        )
+        return put
+
+    def plan(self, problem: Problem) -> tuple[FixAction, _Write | None]:
+        """The fix of one problem, or ``none``."""
+        write = _Write()
+        owner, audited = problem.owner, problem.audited
+        if isinstance(problem, OrphanedLock):
+            if owner is not None:
+                write.add("checks", self.record_check(owner, audited.get(owner)), "the owner record changed")
+            delete: dict[str, Any] = self.locks.connection.get_operation_kwargs(
+                problem.lock_key, self.locks.range_value, key=KEY, condition=self.owned_by(owner)
+            )
+            write.add("deletes", delete, "the lock changed")
+            return "delete", write
+        if isinstance(problem, MissingLock):
+            (holder,) = problem.holders
+            write.add("checks", self.record_check(holder, audited.get(holder)), "the record changed")
+            put = self.lock_put(problem, holder, Path(self.locks.hash_name).does_not_exist())
+            write.add("puts", put, "a lock was created meanwhile")
+            return "create", write
+        if isinstance(problem, ForeignLock):
+            (holder,) = problem.holders
+            if owner is not None:
+                write.add("checks", self.record_check(owner, audited.get(owner)), "the owner record changed")
+            write.add("checks", self.record_check(holder, audited.get(holder)), "the holder changed")
+            write.add("puts", self.lock_put(problem, holder, self.owned_by(owner)), "the lock changed")
+            return "move", write
+        return "none", None
+
+    def send(self, write: _Write) -> tuple[Outcome, str]:
+        """Send one fix; retry conflicts and throttling (as the core does), report a failed condition."""
+        connection = self.table.connection
+        for attempt in range(_send.RETRY_ATTEMPTS):
+            try:
+                connection.transact_write_items(
+                    condition_check_items=write.checks,
+                    delete_items=write.deletes,
+                    put_items=write.puts,
+                    update_items=[],
+                )
+            except TransactWriteError as exc:
+                codes = [r.code if r is not None else None for r in exc.cancellation_reasons]
+                if "ConditionalCheckFailed" in codes:
+                    return "skipped", write.failed(codes)
+                failed = {code for code in codes if code is not None}
+                transient = exc.cause_response_code in _send.RETRYABLE_CODES or (
+                    bool(failed) and failed <= _send.RETRYABLE_REASONS
+                )
+                if not transient:
+                    raise
+                if attempt + 1 == _send.RETRY_ATTEMPTS:
+                    msg = f"{TransientError.msg} after {_send.RETRY_ATTEMPTS} attempts"
+                    raise TransientError(msg, exc) from exc
+                delay = min(_send.RETRY_MAX_DELAY, _send.RETRY_BASE_DELAY * 2**attempt)
+                _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+            else:
+                return "applied", ""
+        return "skipped", "retries exhausted"  # pragma: no cover - the loop returns or raises.
+
+
+def _fix(
+    model: type[UniqueMixin],
+    report: AuditReport,
+    *,
+    apply: bool,
+    only: tuple[type[Problem], ...],
+    left_reason: str,
+    workers: int,
+    progress: Callable[[int], None] | None,
+) -> RepairReport:
+    table = model._get_connection().table_name  # noqa: SLF001 - the model's own connection.
+    if (report.model, report.table) != (model.__name__, table):
+        msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
+        raise ValueError(msg)
+    fixer = _Fixer(model)
+
+    def fix(problem: Problem) -> Fix:
+        action, write = fixer.plan(problem) if isinstance(problem, only) else ("none", None)
+        if write is None:
+            reason = "held by more than one record: a person decides" if isinstance(problem, DuplicateValue) else ""
+            return Fix(problem, "none", "left", reason or left_reason)
+        if not apply:
+            return Fix(problem, action, "planned")
+        outcome, reason = fixer.send(write)
+        if progress is not None:
+            progress(1)
+        return Fix(problem, action, outcome, reason)
+
+    if workers < 1:
+        msg = f"workers must be at least 1, got {workers!r}"
+        raise ValueError(msg)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uniq-fix") as pool:
+        fixes = tuple(pool.map(fix, report.problems))
+    return RepairReport(report, fixes, applied=apply)
+
+
+def repair(
+    model: type[UniqueMixin],
+    report: AuditReport | None = None,
+    *,
+    apply: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RepairReport:
+    """Fix what is safely fixable in an audit's findings; a dry run unless ``apply=True``.
+
+    - an orphaned lock is deleted, on condition that its owner fields are unchanged and its
+      owner record is still as audited;
+    - a missing lock is created with ``attribute_not_exists``, on condition that the record
+      still holds the value;
+    - a foreign lock moves to the record holding the value, on condition that the lock's owner
+      fields are unchanged and both records are still as audited;
+    - a value held by more than one record is left for a person: no holder gets it.
+
+    Args:
+        model: the audited ``UniqueMixin`` model.
+        report: an audit of ``model``; audited now (one segment) when omitted.
+        apply: write the fixes; otherwise nothing at all is written.
+        progress: called with 1 after each fix sent.
+
+    Returns:
+        One :class:`Fix` per problem; ``clean`` when nothing is left to fix.
+
+    Raises:
+        ValueError: ``report`` audits another model or table.
+        TransientError: conflicts or throttling outlasted the retries of one fix.
+        pynamodb.exceptions.TransactWriteError: DynamoDB refused a fix for another reason
+            than a failed condition.
+    """
+    report = report if report is not None else audit(model)
+    fixable = (OrphanedLock, MissingLock, ForeignLock)
+    return _fix(model, report, apply=apply, only=fixable, left_reason="", workers=1, progress=progress)
+
+
+def backfill(
+    model: type[UniqueMixin],
+    report: AuditReport | None = None,
+    *,
+    segments: int = 1,
+    max_rate: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RepairReport:
+    """Create every missing lock, as after adding a constraint to a table that holds records.
+
+    Each lock is a conditional put (``attribute_not_exists``) with a ConditionCheck that its
+    record still holds the value, so backfill is safe to interrupt, re-run, and run while the
+    application writes. A value held by more than one record gets no lock and is reported;
+    other problems are left for :func:`repair`.
+
+    Args:
+        model: a ``UniqueMixin`` model.
+        report: an audit of ``model``; audited now when omitted.
+        segments: parallel scan segments, and threads writing the locks.
+        max_rate: a cap on read capacity units per second for the audit's scan.
+        progress: called with 1 after each lock sent.
+
+    Raises:
+        ValueError: ``report`` audits another model or table, or bad ``segments``.
+    """
+    report = report if report is not None else audit(model, segments=segments, max_rate=max_rate)
+    return _fix(
+        model,
+        report,
+        apply=True,
+        only=(MissingLock,),
+        left_reason="not a missing lock: run repair",
+        workers=segments,
+        progress=progress,
+    )
