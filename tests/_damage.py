@@ -9,6 +9,7 @@ from models import Account
 from pynamodb.models import Model
 
 from pynamodb_unique import create_lock_table
+from pynamodb_unique._requests import owner_attributes
 
 ADA = ("ACCT#a1f9c3", "PROFILE")
 GRACE = ("ACCT#0b7e21", "PROFILE")
@@ -103,3 +104,25 @@ def all_items(model: type[Model]) -> list[dict[str, Any]]:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     return sorted(items, key=lambda i: repr(sorted(i.items())))
+
+
+def load_healthy(model: type[Account], count: int, *, start: int = 0) -> None:
+    """Write accounts ``start`` to ``start + count - 1`` and their locks as the library would.
+
+    25 items go in one BatchWriteItem (its limit).
+    """
+    locks = model._uniq_locks()
+    items: list[tuple[str, dict[str, Any]]] = []
+    for n in range(start, start + count):
+        account = model(pk=f"ACCT#bulk{n:07d}", email=f"user{n}@example.com", username=f"user{n}")
+        items.append((model.Meta.table_name, account.serialize()))
+        owner = owner_attributes(account)
+        for name, lock_key in account._uniq_lock_keys().items():
+            if lock_key is not None:
+                items.append((locks.table_name, {**locks.key(lock_key), **owner, "uniq_constraint": {"S": name}}))
+    for first in range(0, len(items), 25):
+        request: dict[str, list[dict[str, Any]]] = {}
+        for table, item in items[first : first + 25]:
+            request.setdefault(table, []).append({"PutRequest": {"Item": item}})
+        while request:
+            request = client(model).batch_write_item(RequestItems=request).get("UnprocessedItems") or {}

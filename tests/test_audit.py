@@ -21,6 +21,7 @@ from _damage import (
     client,
     damage,
     delete_record,
+    load_healthy,
     put_lock,
     put_record,
 )
@@ -477,3 +478,20 @@ def test_inspect__shows_owner_free_and_orphaned(damaged: type[Account]) -> None:
     assert inspect(damaged, tenant="acme", slug=None).lock_key is None
     with pytest.raises(InvalidUniqueValue, match="no unique constraint covers exactly slug"):
         inspect(damaged, slug="x")
+
+
+@pytest.mark.integration
+def test_audit__ten_thousand_items_on_dynoxide(dynoxide_endpoint: str) -> None:
+    """On 10,000+ items, 1 and 4 segments find exactly the damage; repair then leaves only the duplicate."""
+    model = bind_accounts(Backend("dynoxide", dynoxide_endpoint))
+    load_healthy(model, 3400)
+    damage(model)
+    with RequestCounter(model) as counter:
+        report = audit(model, segments=4)
+    assert report.scanned >= 10_000
+    assert (report.records, _found(report)) == (3400 + 5, EXPECTED)
+    assert {p["Segment"] for p in counter.params("Scan")} == {0, 1, 2, 3}
+    assert audit(model) == report
+    result = repair(model, report, apply=True)
+    assert [f.problem.kind for f in result.remaining] == ["duplicate"]
+    assert _found(audit(model, segments=4)) == {("duplicate", "UNIQ#EMAIL#ada@lovelace.io")}
