@@ -298,3 +298,18 @@ def test_installed_command__audit_and_repair_in_a_subprocess(tmp_path: Path, dyn
     assert (broken.returncode, broken.stdout) == (2, "")
     assert broken.stderr.startswith("Error: cannot import 'no_such_module'")
     assert "Traceback" not in broken.stderr
+
+
+def test_library__imports_without_the_cli_extra() -> None:
+    """With click and tqdm missing, the library and its audit functions import; only the command needs them."""
+    code = (
+        "import sys\n"
+        "sys.modules['click'] = sys.modules['tqdm'] = None\n"
+        "import pynamodb_unique\n"
+        "print(pynamodb_unique.audit.__name__, pynamodb_unique.repair.__name__)\n"
+        "import pynamodb_unique.cli\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    assert result.stdout == "audit repair\n"
+    assert result.returncode == 2
+    assert result.stderr.startswith("pynamodb-unique needs the cli extra: pip install 'pynamodb-unique[cli]'")
