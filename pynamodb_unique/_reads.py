@@ -1,0 +1,97 @@
+"""Reads of a unique model: scan and query never yield lock items; batch writes are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
+from pynamodb.models import BatchWrite, Model
+from pynamodb.pagination import ResultIterator
+
+from ._constraint import OWNER_HASH
+from ._state import UniqueState
+from .exceptions import UniqueError
+
+_T = TypeVar("_T", bound=Model)
+
+
+class UniqueReads(UniqueState):
+    """PynamoDB's reads, with lock items filtered out."""
+
+    @classmethod
+    def _uniq_hide_locks(cls, filter_condition: Condition | None) -> Condition | None:
+        if cls._uniq_planner is None or getattr(cls.Meta, "unique_lock_table", None):
+            return filter_condition
+        no_lock = Path(OWNER_HASH).does_not_exist()
+        return no_lock if filter_condition is None else filter_condition & no_lock
+
+    @classmethod
+    def query(
+        cls: type[_T],
+        hash_key: Any,
+        range_key_condition: Condition | None = None,
+        filter_condition: Condition | None = None,
+        consistent_read: bool = False,
+        index_name: str | None = None,
+        scan_index_forward: bool | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None = None,
+        attributes_to_get: Iterable[str] | None = None,
+        page_size: int | None = None,
+        rate_limit: float | None = None,
+    ) -> ResultIterator[_T]:
+        """PynamoDB's query, never yielding lock items."""
+        return super().query(
+            hash_key,
+            range_key_condition=range_key_condition,
+            filter_condition=cls._uniq_hide_locks(filter_condition),  # type: ignore[attr-defined] # cls is bound to Model.
+            consistent_read=consistent_read,
+            index_name=index_name,
+            scan_index_forward=scan_index_forward,
+            limit=limit,
+            last_evaluated_key=last_evaluated_key,
+            attributes_to_get=attributes_to_get,
+            page_size=page_size,
+            rate_limit=rate_limit,
+        )
+
+    @classmethod
+    def scan(
+        cls: type[_T],
+        filter_condition: Condition | None = None,
+        segment: int | None = None,
+        total_segments: int | None = None,
+        limit: int | None = None,
+        last_evaluated_key: dict[str, dict[str, Any]] | None = None,
+        page_size: int | None = None,
+        consistent_read: bool | None = None,
+        index_name: str | None = None,
+        rate_limit: float | None = None,
+        attributes_to_get: Sequence[str] | None = None,
+    ) -> ResultIterator[_T]:
+        """PynamoDB's scan, never yielding lock items."""
+        return super().scan(
+            filter_condition=cls._uniq_hide_locks(filter_condition),  # type: ignore[attr-defined] # cls is bound to Model.
+            segment=segment,
+            total_segments=total_segments,
+            limit=limit,
+            last_evaluated_key=last_evaluated_key,
+            page_size=page_size,
+            consistent_read=consistent_read,
+            index_name=index_name,
+            rate_limit=rate_limit,
+            attributes_to_get=attributes_to_get,
+        )
+
+    @classmethod
+    def batch_write(cls: type[_T], auto_commit: bool = True) -> BatchWrite[_T]:
+        """Refused: BatchWriteItem carries no conditions, so it cannot keep locks in step."""
+        if getattr(cls, "_uniq_planner", None) is None:
+            return super().batch_write(auto_commit)
+        msg = (
+            f"{cls.__name__}.batch_write() is refused: BatchWriteItem carries no conditions and "
+            "cannot keep unique locks in step; save() each record instead"
+        )
+        raise UniqueError(msg)
