@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
 from pynamodb.exceptions import (
     CancellationReason,
@@ -118,18 +118,32 @@ def _dispatch(connection: Connection, request: Request, token: str | None) -> di
         )
     try:
         return connection.dispatch(request.operation, dict(request.items[0]))
-    except ClientError as exc:
+    except (BotoCoreError, ClientError) as exc:
+        # Wrapped as PynamoDB's own put_item/update_item/delete_item wrap them.
         error = _SINGLE_ERRORS[request.operation]
         raise error(f"Failed to {request.operation}: {exc}", exc) from exc
 
 
+def error_code(exc: PynamoDBException) -> str | None:
+    """The DynamoDB error code behind a PynamoDB error, or None (e.g. a lost response).
+
+    PynamoDB's ``cause_response_code`` fails on causes whose ``response`` is None, such as
+    botocore's ``ReadTimeoutError``; this reads the code defensively.
+    """
+    response = getattr(exc.cause, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
+
+
 def _failure(exc: PynamoDBException) -> tuple[bool, list[CancellationReason | None] | None]:
     """(retryable, reasons when a condition failed) for an error PynamoDB raised."""
-    code = exc.cause_response_code
+    code = error_code(exc)
     if code in RETRYABLE_CODES:
         return True, None
     if code == "IdempotentParameterMismatchException":
-        msg = f"{IdempotencyMismatch.msg}: {exc.cause_response_message}"
+        msg = f"{IdempotencyMismatch.msg}: {exc.cause}"
         raise IdempotencyMismatch(msg, exc)
     if isinstance(exc, TransactWriteError) and code == "TransactionCanceledException":
         reasons = exc.cancellation_reasons
@@ -170,7 +184,7 @@ def send(
             if not retryable:
                 raise
             if attempt + 1 == attempts:
-                msg = f"{TransientError.msg} after {attempts} attempts ({exc.cause_response_code})"
+                msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
                 raise TransientError(msg, exc) from exc
             delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
             sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.

@@ -208,7 +208,7 @@ class TransactWrite(_PynamoTransactWrite):
                 response = super()._commit()
             except TransactWriteError as exc:
                 codes = {r.code for r in exc.cancellation_reasons if r is not None}
-                transient = exc.cause_response_code in _send.RETRYABLE_CODES or (
+                transient = _send.error_code(exc) in _send.RETRYABLE_CODES or (
                     bool(codes) and codes <= _send.RETRYABLE_REASONS
                 )
                 if not transient:
