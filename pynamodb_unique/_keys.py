@@ -22,7 +22,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Final
 
 from pynamodb.constants import BINARY, NUMBER, STRING
@@ -35,6 +35,10 @@ LOCK_RANGE_KEY: Final = "LOCK"
 #: DynamoDB's limit on the size of a partition key value, in bytes of UTF-8.
 MAX_PARTITION_KEY_BYTES: Final = 2048
 DIGEST_MARKER: Final = "%H"
+#: DynamoDB numbers: at most 38 significant digits, magnitude from 1E-130 to below 1E+126.
+MAX_NUMBER_DIGITS: Final = 38
+MIN_EXPONENT: Final = -130
+MAX_EXPONENT: Final = 125
 #: Marks the keyed digest of a hashed constraint: ``UNIQ#<NAME>#%K<hmac-sha256 hex>``.
 HMAC_MARKER: Final = "%K"
 
@@ -64,7 +68,12 @@ def canonical_number(value: str) -> str:
     if number.is_zero():
         # Decimal keeps the sign and exponent of zero ("-0", "0E+3"); they are all one number.
         return "0"
-    return str(number.normalize())
+    # Exact: the default 28-digit context would round 10**29 + 1 onto 10**29.
+    exact = number.normalize(Context(prec=len(number.as_tuple().digits)))
+    if len(exact.as_tuple().digits) > MAX_NUMBER_DIGITS or not MIN_EXPONENT <= exact.adjusted() <= MAX_EXPONENT:
+        msg = f"{value!r} is outside DynamoDB's numbers (38 significant digits, magnitude 1E-130 to below 1E+126)"
+        raise InvalidUniqueValue(msg)
+    return str(exact)
 
 
 def encode_part(attr_type: str, serialized: object) -> str:

@@ -95,6 +95,19 @@ def test_key__binary__encoded() -> None:
     assert binary.key((b"\x00\xff",)) == "UNIQ#B#%BAP8="
 
 
+@pytest.mark.parametrize("value", ["1E+126", "1E-131", "1" * 39, "-9.9E+126"])
+def test_canonical_number__outside_dynamodb__refused(value: str) -> None:
+    """Numbers DynamoDB cannot store are refused before any request."""
+    with pytest.raises(InvalidUniqueValue, match="38 significant digits"):
+        canonical_number(value)
+
+
+def test_canonical_number__exact_beyond_28_digits() -> None:
+    """Numbers differing only past Decimal's default 28 digits keep distinct keys."""
+    assert canonical_number(str(10**29 + 1)) != canonical_number(str(10**29 + 2))
+    assert canonical_number("9" * 38) == "9" * 38
+
+
 def test_key__lone_surrogate__refused() -> None:
     """A string DynamoDB cannot store is refused with a clear error."""
     with pytest.raises(InvalidUniqueValue, match="surrogate"):
@@ -118,7 +131,10 @@ def test_key__distinct_tuples_distinct_keys(left: tuple[str, str], right: tuple[
         assert PAIR.key(left) != PAIR.key(right)
 
 
-_numbers = st.integers(-(10**40), 10**40) | st.decimals(allow_nan=False, allow_infinity=False, places=3)
+# Within DynamoDB's numbers: 38 significant digits, magnitude below 1E+126.
+_numbers = st.integers(-(10**38) + 1, 10**38 - 1) | st.decimals(
+    min_value=-(10**30), max_value=10**30, allow_nan=False, allow_infinity=False, places=3
+)
 
 
 @given(_numbers, _numbers)
