@@ -61,7 +61,9 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
         hashed: keep the value out of the lock key: the key holds an HMAC-SHA256 of it, keyed
             by ``Meta.unique_secret``.
     """
-    setattr(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed))
+    # The type is checked when the class is defined, where the attribute's name is known.
+    # object.__setattr__: a MapAttribute would store an ordinary attribute among its values.
+    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed))
     return attribute
 
 

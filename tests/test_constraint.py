@@ -53,9 +53,6 @@ def test_define__valid_model__constraints_resolved() -> None:
             "distinct",
         ),
         ({"constraints": [UniqueConstraint("x", name="A#B")], "x": UnicodeAttribute()}, "letters, digits"),
-        ({"tags": UniqueAttribute(UnicodeSetAttribute())}, "only string, number and binary"),
-        ({"nums": UniqueAttribute(NumberSetAttribute())}, "only string, number and binary"),
-        ({"doc": UniqueAttribute(JSONAttribute())}, "only string, number and binary"),
         ({"hash_attr": NumberAttribute(hash_key=True), "e": UniqueAttribute(UnicodeAttribute())}, "must be a string"),
         ({"uniq_owner_hash": UnicodeAttribute()}, "reserved for lock items"),
         (
@@ -69,6 +66,20 @@ def test_define__bad_configuration__clear_error(kwargs: dict[str, Any], message:
     with pytest.raises(UniqueConfigError, match=message) as info:
         _define(**kwargs)
     assert isinstance(info.value, UniqueError)
+
+
+@pytest.mark.parametrize("attribute", [UnicodeSetAttribute, NumberSetAttribute, JSONAttribute])
+def test_unique_attribute__unsupported_type__refused(attribute: type[Any]) -> None:
+    """Sets and documents cannot be keys: refused where they are marked, during class definition."""
+    with pytest.raises(UniqueConfigError, match="only string, number and binary"):
+        _define(x=UniqueAttribute(attribute()))
+
+
+@pytest.mark.parametrize("attribute", [UnicodeSetAttribute, JSONAttribute])
+def test_constraint__unsupported_type__refused(attribute: type[Any]) -> None:
+    """A compound part of an unsupported type is refused at class definition."""
+    with pytest.raises(UniqueConfigError, match="only string, number and binary"):
+        _define(constraints=[UniqueConstraint("x")], x=attribute(null=True))
 
 
 def test_define__too_many_constraints__refused() -> None:
