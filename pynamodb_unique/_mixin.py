@@ -101,7 +101,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         changes = self._uniq_update_changes(planner, actions)
         if not changes:
             # No unique attribute is touched: the stored values stay as they are.
-            return super().update(actions, condition, add_version_condition=add_version_condition)
+            return self._uniq_plain_update(actions, condition, add_version_condition=add_version_condition)
         assumed = self._uniq_known() or Stored(exists=True, values=self._uniq_values())
         return self._uniq_run(
             "update",
@@ -137,6 +137,23 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
         assumed = self._uniq_known() or Stored(exists=True, values=self._uniq_values())
         return self._uniq_run("delete", planner, assumed, lambda _: {}, condition, None, add_version_condition, token)
+
+    def _uniq_plain_update(
+        self, actions: list[Action], condition: Condition | None, *, add_version_condition: bool
+    ) -> Any:
+        """PynamoDB's UpdateItem, sent with the library's retries of conflicts and throttling."""
+        plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+        request = build_request(
+            self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
+        )
+        attempts = getattr(self.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+        try:
+            response = send(self._get_connection().connection, request, None, attempts=attempts)
+        except WriteFailed as failure:
+            msg = f"{type(self).__name__} {owner_key(self)}: {ConditionFailed.msg}"
+            raise ConditionFailed(msg, failure.cause) from failure.cause
+        self.deserialize(response["Attributes"])
+        return response
 
     def _uniq_run(
         self,

@@ -34,6 +34,8 @@ RETRY_MAX_DELAY: Final = 1.0
 RETRYABLE_CODES: Final = frozenset(
     {
         "TransactionInProgressException",
+        # A single-item write meets an item that a transaction is writing.
+        "TransactionConflictException",
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "RequestLimitExceeded",
