@@ -63,12 +63,12 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if planner is None:
             return super().save(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)
-        self._uniq_check_key()
+        key, known = self._uniq_prepare()
         desired = self._uniq_values()
         # A bad value is refused while planning, before any request.
-        assumed = self._uniq_known() or Stored(exists=False)
+        assumed = known or Stored(exists=False)
         response: dict[str, Any] = self._uniq_run(
-            "put", planner, assumed, lambda _: desired, condition, None, add_version_condition, token
+            "put", planner, assumed, lambda _: desired, condition, None, add_version_condition, token, key=key
         )
         return response
 
@@ -97,12 +97,12 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             msg = "the value of `actions` is expected to be a non-empty list"
             raise TypeError(msg)
         token = check_token(client_request_token)
-        self._uniq_check_key()
+        key, known = self._uniq_prepare()
         changes = self._uniq_update_changes(planner, actions)
         if not changes:
             # No unique attribute is touched: the stored values stay as they are.
             return self._uniq_plain_update(actions, condition, add_version_condition=add_version_condition)
-        assumed = self._uniq_known() or Stored(exists=True, values=self._uniq_values())
+        assumed = known or Stored(exists=True, values=self._uniq_values())
         return self._uniq_run(
             "update",
             planner,
@@ -112,6 +112,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             actions,
             add_version_condition,
             token,
+            key=key,
         )
 
     def delete(
@@ -133,10 +134,12 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if planner is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)
-        self._uniq_check_key()
+        key, known = self._uniq_prepare()
         # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
-        assumed = self._uniq_known() or Stored(exists=True, values=self._uniq_values())
-        return self._uniq_run("delete", planner, assumed, lambda _: {}, condition, None, add_version_condition, token)
+        assumed = known or Stored(exists=True, values=self._uniq_values())
+        return self._uniq_run(
+            "delete", planner, assumed, lambda _: {}, condition, None, add_version_condition, token, key=key
+        )
 
     def _uniq_plain_update(
         self, actions: list[Action], condition: Condition | None, *, add_version_condition: bool
@@ -165,9 +168,11 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         actions: list[Action] | None,
         add_version_condition: bool,
         token: str | None,
+        *,
+        key: tuple[Any, ...],
     ) -> Any:
         """Plan, send, and re-plan from the stored item when the view was stale."""
-        base_token = token or new_token()
+        base_token = token
         not_ours: set[str] = set()
         connection = self._get_connection().connection
         attempts = getattr(self.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
@@ -180,13 +185,17 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             request = build_request(
                 self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
             )
-            step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
+            step_token: str | None = None
+            if request.transactional:
+                # Made once per operation, and only when a request carries it.
+                base_token = base_token or new_token()
+                step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
             try:
                 response = send(connection, request, step_token, attempts=attempts)
             except WriteFailed as failure:
                 assumed = self._uniq_after_failure(planner, plan, failure, not_ours)
                 continue
-            self._uniq_after_success(op, plan, desired, actions, response)
+            self._uniq_after_success(op, plan, desired, actions, response, key=key)
             return response
         msg = f"{type(self).__name__} {owner_key(self)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
         raise StaleWrite(msg)
@@ -240,14 +249,16 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         desired: dict[str, Any],
         actions: list[Action] | None,
         response: dict[str, Any],
+        *,
+        key: tuple[Any, ...] | None = None,
     ) -> None:
         """Make the instance reflect what is stored, as PynamoDB does after a write."""
         if op == "delete":
-            self._uniq_remember(Stored(exists=False))
+            self._uniq_remember(Stored(exists=False), key)
             return
         if op == "put":
             self.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-            self._uniq_remember(Stored(exists=True, values=desired))
+            self._uniq_remember(Stored(exists=True, values=desired), key)
             return
         if "Attributes" in response:
             # UpdateItem returned the stored item: load it, as PynamoDB's update() does.
@@ -256,6 +267,6 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         # A transaction returns no item: apply literal actions here, or read once after the commit.
         needs_read = self._uniq_apply_literals(actions or ())
         self.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-        self._uniq_remember(Stored(exists=True, values=desired))
+        self._uniq_remember(Stored(exists=True, values=desired), key)
         if needs_read:
             self.refresh(consistent_read=True)

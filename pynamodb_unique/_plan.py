@@ -168,13 +168,19 @@ class Planner:
             raise UniqueConfigError(msg)
         return holds
 
+    def key(self, constraint: Constraint, values: Mapping[str, Any]) -> str | None:
+        """Lock key of one constraint (None: no lock) for a mapping of attribute values."""
+        key = constraint.key(constraint.values(values))
+        return key if key is not None and self.applies(constraint, values) else None
+
     def keys(self, values: Mapping[str, Any]) -> dict[str, str | None]:
         """Lock key of each constraint (None: no lock) for a mapping of attribute values."""
-        keys: dict[str, str | None] = {}
-        for c in self.constraints:
-            key = c.key(c.values(values))
-            keys[c.name] = key if key is not None and self.applies(c, values) else None
-        return keys
+        return {c.name: self.key(c, values) for c in self.constraints}
+
+    @cached_property
+    def _reads(self) -> tuple[tuple[Constraint, frozenset[str]], ...]:
+        """Each constraint with the attributes its key depends on."""
+        return tuple((c, frozenset((*c.attributes, *c.condition_attributes))) for c in self.constraints)
 
     def _cas(self, stored: Stored) -> Condition | None:
         return compare_and_swap(self.attributes, self.unique_names, stored.values)
@@ -195,12 +201,16 @@ class Planner:
             desired: the unique attributes' values after the write.
             not_ours: lock keys known to be owned by another record (nothing to release).
         """
-        after = self.keys(desired)
-        before = self.keys(stored.values) if stored.exists else dict.fromkeys(after)
         releases: list[LockRelease] = []
         puts: list[LockPut] = []
-        for c in self.constraints:
-            old, new = before[c.name], after[c.name]
+        before = stored.values
+        # Keys are computed only for constraints whose attributes change: equal values, equal keys.
+        changed = {n for n in self.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
+        for c, reads in self._reads:
+            if changed is not None and changed.isdisjoint(reads):
+                continue
+            old = self.key(c, before) if stored.exists else None
+            new = self.key(c, desired)
             if old == new:
                 continue
             if old is not None and old not in not_ours:

@@ -40,10 +40,10 @@ def owner_attributes(instance: Model) -> dict[str, dict[str, Any]]:
     }
 
 
-def owner_condition(instance: Model) -> Condition:
-    """Condition on a lock item: it is owned by ``instance``."""
+def owner_condition(instance: Model, fields: dict[str, dict[str, Any]] | None = None) -> Condition:
+    """Condition on a lock item: it is owned by ``instance`` (whose owner ``fields`` may be given)."""
     condition: Condition | None = None
-    for field, value in owner_attributes(instance).items():
+    for field, value in (fields or owner_attributes(instance)).items():
         part = Path(field) == value
         condition = part if condition is None else condition & part
     assert condition is not None  # noqa: S101 - a record always has a hash key.
@@ -97,8 +97,21 @@ def record_kwargs(
     )
 
 
+def lock_condition(instance: Model, locks: LockTable, owner: dict[str, dict[str, Any]] | None = None) -> Condition:
+    """Condition on a lock item: it is free, or ``instance`` owns it already."""
+    free: Condition = Path(locks.hash_name).does_not_exist()
+    either: Condition = free | owner_condition(instance, owner)
+    return either
+
+
 def lock_kwargs(
-    instance: Model, locks: LockTable, action: LockPut | LockRelease, *, previous_owner: Model | None = None
+    instance: Model,
+    locks: LockTable,
+    action: LockPut | LockRelease,
+    *,
+    previous_owner: Model | None = None,
+    owner: dict[str, dict[str, Any]] | None = None,
+    condition: Condition | None = None,
 ) -> dict[str, Any]:
     """The request item for one lock action of ``instance``.
 
@@ -108,10 +121,16 @@ def lock_kwargs(
         action: the lock action.
         previous_owner: for a put, a record releasing the same value in the same transaction;
             the put then also accepts a lock it owns (a transfer, as one action).
+        owner: ``owner_attributes(instance)``, when already computed for this request.
+        condition: ``lock_condition(instance, locks)``, when already built for this request (one
+            condition object serializes into any number of items).
     """
     connection = locks.connection
     range_key = locks.range_value
-    condition = Path(locks.hash_name).does_not_exist() | owner_condition(instance)
+    if owner is None:
+        owner = owner_attributes(instance)
+    if condition is None:
+        condition = lock_condition(instance, locks, owner)
     if previous_owner is not None:
         condition |= owner_condition(previous_owner)
     if isinstance(action, LockRelease):
@@ -119,7 +138,7 @@ def lock_kwargs(
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
         return release
-    attributes: dict[str, Any] = {**owner_attributes(instance), CONSTRAINT: {"S": action.constraint.name}}
+    attributes: dict[str, Any] = {**owner, CONSTRAINT: {"S": action.constraint.name}}
     put: dict[str, Any] = connection.get_operation_kwargs(
         action.key,
         range_key,
@@ -150,11 +169,14 @@ def build_request(
         add_version_condition: PynamoDB's optimistic-locking switch.
         locks: where the lock items live.
     """
+    sent = plan.sent()
+    owner = owner_attributes(instance) if plan.transactional else None
+    shared = lock_condition(instance, locks, owner) if plan.transactional else None
     items = [
         record_kwargs(instance, action, condition, actions, add_version_condition)
         if isinstance(action, RecordWrite)
-        else lock_kwargs(instance, locks, action)
-        for action in plan.sent()
+        else lock_kwargs(instance, locks, action, owner=owner, condition=shared)
+        for action in sent
     ]
     if plan.transactional:
         return Request(plan, items, "TransactWriteItems")

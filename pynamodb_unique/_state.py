@@ -41,12 +41,15 @@ class UniqueState(Model):
         self._uniq_remember_loaded()
 
     def _uniq_values(self) -> dict[str, Any]:
+        """The values of the attributes the constraints read, by Python name (None when unset)."""
         planner = self._uniq_planner
         names = planner.unique_names if planner is not None else ()
-        return {name: getattr(self, name) for name in names}
+        # PynamoDB keeps instance values by Python name; reading the dict skips the descriptors.
+        values = self.attribute_values
+        return {name: values.get(name) for name in names}
 
-    def _uniq_remember(self, stored: Stored) -> None:
-        self._uniq_snapshot = (owner_key(self), stored)
+    def _uniq_remember(self, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
+        self._uniq_snapshot = (key or owner_key(self), stored)
 
     def _uniq_remember_loaded(self) -> None:
         if self._uniq_planner is not None and self._hash_keyname is not None:
@@ -65,8 +68,15 @@ class UniqueState(Model):
         loaded = type(self).from_raw_data(dict(item))
         return Stored(exists=True, values=loaded._uniq_values())  # noqa: SLF001 - the same class.
 
-    def _uniq_check_key(self) -> None:
-        hash_key = owner_key(self)[0]
+    def _uniq_prepare(self) -> tuple[tuple[Any, ...], Stored | None]:
+        """The record's key, checked, and what is known to be stored under it."""
+        key = owner_key(self)
+        self._uniq_check_key(key)
+        snapshot = self._uniq_snapshot
+        return key, (snapshot[1] if snapshot is not None and snapshot[0] == key else None)
+
+    def _uniq_check_key(self, key: tuple[Any, ...] | None = None) -> None:
+        hash_key = (key or owner_key(self))[0]
         shared = not getattr(self.Meta, "unique_lock_table", None)
         if shared and isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
             msg = f"{type(self).__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
