@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from pynamodb.attributes import Attribute
 from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path
 
 from ._constraint import Constraint
 from .exceptions import UniqueConfigError
@@ -105,14 +106,24 @@ class Plan:
 
 
 def compare_and_swap(
-    attributes: Mapping[str, Attribute[Any]], names: Sequence[str], stored: Mapping[str, Any]
+    attributes: Mapping[str, Attribute[Any]],
+    names: Sequence[str],
+    stored: Mapping[str, Any],
+    paths: Mapping[str, Path] | None = None,
 ) -> Condition | None:
-    """Condition: the record's unique attributes still hold ``stored``."""
+    """Condition: the record's unique attributes still hold ``stored``.
+
+    Args:
+        attributes: the model's attributes by Python name.
+        names: the attributes to compare.
+        stored: their stored values (None: absent).
+        paths: prebuilt ``Path`` of each attribute, reused across conditions (they only serialize).
+    """
     condition: Condition | None = None
     for name in names:
-        attribute = attributes[name]
+        path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        part = attribute.does_not_exist() if value is None else attribute == value
+        part = path.does_not_exist() if value is None else path == value
         condition = part if condition is None else condition & part
     return condition
 
@@ -182,8 +193,12 @@ class Planner:
         """Each constraint with the attributes its key depends on."""
         return tuple((c, frozenset((*c.attributes, *c.condition_attributes))) for c in self.constraints)
 
+    @cached_property
+    def _paths(self) -> dict[str, Path]:
+        return {name: Path(self.attributes[name]) for name in self.unique_names}
+
     def _cas(self, stored: Stored) -> Condition | None:
-        return compare_and_swap(self.attributes, self.unique_names, stored.values)
+        return compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)
 
     def write(
         self,
@@ -232,7 +247,7 @@ class Planner:
             if (key := before.get(c.name)) is not None and key not in not_ours
         )
         values = stored.values if stored.exists else {}
-        cas = compare_and_swap(self.attributes, self.unique_names, values)
+        cas = compare_and_swap(self.attributes, self.unique_names, values, self._paths)
         gone = self.hash_attribute.does_not_exist()
         condition = gone if cas is None else gone | cas
         return Plan(RecordWrite("delete", condition), releases, (), stored)

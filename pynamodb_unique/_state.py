@@ -12,7 +12,6 @@ from pynamodb.models import Model
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_owner, lock_table
 from ._plan import Planner, Stored
-from ._requests import owner_key
 from .exceptions import InvalidUniqueValue
 
 _T = TypeVar("_T", bound=Model)
@@ -48,8 +47,14 @@ class UniqueState(Model):
         values = self.attribute_values
         return {name: values.get(name) for name in names}
 
+    def _uniq_key(self) -> tuple[Any, ...]:
+        """The record's key as Python values: what a snapshot is remembered under."""
+        values = self.attribute_values
+        hash_name, range_name = self._hash_keyname, self._range_keyname
+        return (values.get(hash_name) if hash_name else None, values.get(range_name) if range_name else None)
+
     def _uniq_remember(self, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
-        self._uniq_snapshot = (key or owner_key(self), stored)
+        self._uniq_snapshot = (key or self._uniq_key(), stored)
 
     def _uniq_remember_loaded(self) -> None:
         if self._uniq_planner is not None and self._hash_keyname is not None:
@@ -60,7 +65,7 @@ class UniqueState(Model):
         if self._uniq_snapshot is None:
             return None
         key, stored = self._uniq_snapshot
-        return stored if key == owner_key(self) else None
+        return stored if key == self._uniq_key() else None
 
     def _uniq_stored_from_item(self, item: Mapping[str, Any] | None) -> Stored:
         if not item:
@@ -70,15 +75,18 @@ class UniqueState(Model):
 
     def _uniq_prepare(self) -> tuple[tuple[Any, ...], Stored | None]:
         """The record's key, checked, and what is known to be stored under it."""
-        key = owner_key(self)
-        self._uniq_check_key(key)
+        key = self._uniq_key()
+        self._uniq_check_key()
         snapshot = self._uniq_snapshot
         return key, (snapshot[1] if snapshot is not None and snapshot[0] == key else None)
 
-    def _uniq_check_key(self, key: tuple[Any, ...] | None = None) -> None:
-        hash_key = (key or owner_key(self))[0]
-        shared = not getattr(self.Meta, "unique_lock_table", None)
-        if shared and isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
+    def _uniq_check_key(self) -> None:
+        if getattr(self.Meta, "unique_lock_table", None):
+            return  # Locks live elsewhere: any hash key is the record's own.
+        hash_name = self._hash_keyname
+        raw = self.attribute_values.get(hash_name) if hash_name is not None else None
+        hash_key = self.get_attributes()[hash_name].serialize(raw) if raw is not None and hash_name else None
+        if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
             msg = f"{type(self).__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
 
