@@ -269,3 +269,63 @@ def test_partial__race_two_undeletes__one_wins(dynoxide_endpoint: str) -> None:
         assert sorted(results) == ["ok", "taken"]
         wins.append(results.count("ok"))
     assert wins == [1] * 10
+
+
+def _race(*writers: Any) -> list[str]:
+    """Run the writers at once; each result is "ok" or "taken"."""
+    barrier = threading.Barrier(len(writers))
+    results: list[str] = []
+
+    def run(write: Any) -> None:
+        barrier.wait()
+        try:
+            write()
+            results.append("ok")
+        except UniqueViolation:
+            results.append("taken")
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(results)
+
+
+@pytest.mark.integration
+def test_hashed__race_same_phone__one_wins(dynoxide_endpoint: str) -> None:
+    """Four signups with one hashed phone at once: exactly one wins, every round."""
+    members = bind_model(Member, Backend("dynoxide", dynoxide_endpoint))
+    for round_no in range(10):
+        writers = [members(pk=f"M{round_no}-{i}", org="acme", phone=f"+1 555 {round_no}").save for i in range(4)]
+        assert _race(*writers) == ["ok", "taken", "taken", "taken"]
+    assert len(_lock_keys(members)) == 10
+
+
+@pytest.mark.integration
+def test_lock_table__race_same_code__one_wins(dynoxide_endpoint: str) -> None:
+    """Signups racing for one code, with locks in a separate table: exactly one wins."""
+    tickets = bind_model(Ticket, Backend("dynoxide", dynoxide_endpoint), create=False)
+    tickets.Meta.unique_lock_table = f"{tickets.Meta.table_name}-locks"  # type: ignore[attr-defined]
+    tickets.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    create_lock_table(tickets, wait=True)
+    for round_no in range(10):
+        writers = [tickets(id=round_no * 10 + i, code=f"code{round_no}").save for i in range(4)]
+        assert _race(*writers) == ["ok", "taken", "taken", "taken"]
+    assert len(list(tickets.scan())) == 10
+    client = tickets._get_connection().connection.client
+    locks = client.scan(TableName=tickets.Meta.unique_lock_table)["Items"]  # type: ignore[attr-defined]
+    assert sorted(i["PK"]["S"] for i in locks) == sorted(f"UNIQ#CODE#CODE{n}" for n in range(10))
+
+
+@pytest.mark.integration
+def test_unique_owner__during_signup_race__never_a_wrong_owner(dynoxide_endpoint: str) -> None:
+    """A lookup racing signups sees no owner or the winner, never anyone else."""
+    members = bind_model(Member, Backend("dynoxide", dynoxide_endpoint))
+    for round_no in range(10):
+        seen: list[Any] = []
+        writers = [members(pk=f"M{round_no}-{i}", handle=f"h{round_no}").save for i in range(3)]
+        _race(*writers, lambda round_no=round_no, seen=seen: seen.append(members.unique_owner(handle=f"h{round_no}")))
+        winner = members.unique_owner(handle=f"h{round_no}")
+        assert winner is not None
+        assert seen[0] in (None, winner)
