@@ -8,7 +8,6 @@ fix is skipped instead of undoing it.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from . import _send
 from ._audit import (
     Audited,
     AuditReport,
@@ -34,7 +32,7 @@ from ._audit import (
 )
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
 from ._plan import compare_and_swap
-from .exceptions import TransientError
+from ._send import retrying
 
 if TYPE_CHECKING:
     from ._mixin import UniqueMixin
@@ -206,32 +204,21 @@ class _Fixer:
     def send(self, write: _Write) -> tuple[Outcome, str]:
         """Send one fix; retry conflicts and throttling (as the core does), report a failed condition."""
         connection = self.table.connection
-        for attempt in range(_send.RETRY_ATTEMPTS):
-            try:
-                connection.transact_write_items(
+        try:
+            retrying(
+                lambda: connection.transact_write_items(
                     condition_check_items=write.checks,
                     delete_items=write.deletes,
                     put_items=write.puts,
                     update_items=[],
                 )
-            except TransactWriteError as exc:
-                codes = [r.code if r is not None else None for r in exc.cancellation_reasons]
-                if "ConditionalCheckFailed" in codes:
-                    return "skipped", write.failed(codes)
-                failed = {code for code in codes if code is not None}
-                transient = exc.cause_response_code in _send.RETRYABLE_CODES or (
-                    bool(failed) and failed <= _send.RETRYABLE_REASONS
-                )
-                if not transient:
-                    raise
-                if attempt + 1 == _send.RETRY_ATTEMPTS:
-                    msg = f"{TransientError.msg} after {_send.RETRY_ATTEMPTS} attempts"
-                    raise TransientError(msg, exc) from exc
-                delay = min(_send.RETRY_MAX_DELAY, _send.RETRY_BASE_DELAY * 2**attempt)
-                _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
-            else:
-                return "applied", ""
-        return "skipped", "retries exhausted"  # pragma: no cover - the loop returns or raises.
+            )
+        except TransactWriteError as exc:
+            codes = [r.code if r is not None else None for r in exc.cancellation_reasons]
+            if "ConditionalCheckFailed" in codes:
+                return "skipped", write.failed(codes)
+            raise
+        return "applied", ""
 
 
 def _fix(

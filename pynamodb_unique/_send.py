@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -24,6 +24,8 @@ from pynamodb.exceptions import (
 
 from ._plan import Plan
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
+
+_R = TypeVar("_R")
 
 #: DynamoDB's limit on the length of a ClientRequestToken.
 MAX_TOKEN_LENGTH: Final = 36
@@ -139,26 +141,67 @@ def error_code(exc: PynamoDBException) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def _failure(exc: PynamoDBException) -> tuple[bool, list[CancellationReason | None] | None]:
-    """(retryable, reasons when a condition failed) for an error PynamoDB raised."""
+def is_transient(exc: PynamoDBException) -> bool:
+    """Whether resending the same request (same token) may succeed: conflicts and throttling."""
     code = error_code(exc)
     if code in RETRYABLE_CODES:
-        return True, None
+        return True
+    if isinstance(exc, TransactWriteError) and code == "TransactionCanceledException":
+        codes = {r.code for r in exc.cancellation_reasons if r is not None}
+        return bool(codes) and codes <= RETRYABLE_REASONS
+    return False
+
+
+def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
+    """Call ``call``, resending on conflicts and throttling with bounded, jittered backoff.
+
+    The request is resent unchanged, so a transaction keeps its ClientRequestToken.
+
+    Raises:
+        TransientError: conflicts or throttling outlasted ``attempts``.
+    """
+    for attempt in range(attempts):
+        try:
+            return call()
+        except PynamoDBException as exc:
+            if not is_transient(exc):
+                raise
+            if attempt + 1 == attempts:
+                msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
+                raise TransientError(msg, exc) from exc
+            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
+            sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+    msg = "attempts must be at least 1"
+    raise ValueError(msg)
+
+
+def _condition_reasons(exc: PynamoDBException) -> list[CancellationReason | None] | None:
+    """The reasons when a condition failed (ALL_OLD items included), else None."""
+    code = error_code(exc)
     if code == "IdempotentParameterMismatchException":
         msg = f"{IdempotencyMismatch.msg}: {exc.cause}"
         raise IdempotencyMismatch(msg, exc)
     if isinstance(exc, TransactWriteError) and code == "TransactionCanceledException":
         reasons = exc.cancellation_reasons
-        codes = {r.code for r in reasons if r is not None}
-        if "ConditionalCheckFailed" in codes:
-            return False, reasons
-        return bool(codes) and codes <= RETRYABLE_REASONS, None
+        if any(r is not None and r.code == "ConditionalCheckFailed" for r in reasons):
+            return reasons
+        return None
     if code == "ConditionalCheckFailedException":
         # A single-item write: its ALL_OLD item travels on the original botocore error.
         original = exc.cause.__cause__ if exc.cause is not None else None
         item = original.response.get("Item") if isinstance(original, ClientError) else None
-        return False, [CancellationReason(code="ConditionalCheckFailed", raw_item=item)]
-    return False, None
+        return [CancellationReason(code="ConditionalCheckFailed", raw_item=item)]
+    return None
+
+
+def _send_once(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
+    try:
+        return _dispatch(connection, request, token)
+    except (TransactWriteError, PutError, UpdateError, DeleteError) as exc:
+        reasons = _condition_reasons(exc)
+        if reasons is not None:
+            raise WriteFailed(reasons, exc) from exc
+        raise
 
 
 def send(
@@ -176,19 +219,4 @@ def send(
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
     """
-    for attempt in range(attempts):
-        try:
-            return _dispatch(connection, request, token)
-        except (TransactWriteError, PutError, UpdateError, DeleteError) as exc:
-            retryable, reasons = _failure(exc)
-            if reasons is not None:
-                raise WriteFailed(reasons, exc) from exc
-            if not retryable:
-                raise
-            if attempt + 1 == attempts:
-                msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
-                raise TransientError(msg, exc) from exc
-            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
-            sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
-    msg = "attempts must be at least 1"
-    raise ValueError(msg)
+    return retrying(lambda: _send_once(connection, request, token), attempts=attempts)

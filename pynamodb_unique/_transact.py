@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -11,12 +10,11 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
-from . import _send
 from ._locks import lock_owner
 from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, LockRelease, Plan, RecordWrite, Stored
 from ._requests import lock_kwargs, owner_key, record_kwargs
-from ._send import RETRY_ATTEMPTS, check_token, new_token
-from .exceptions import InvalidUniqueValue, StaleWrite, TransientError, UniqueViolation, Violation
+from ._send import check_token, new_token, retrying
+from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation, Violation
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -203,29 +201,15 @@ class TransactWrite(_PynamoTransactWrite):
     def _commit(self) -> Any:
         self._plan_entries()
         meanings = self._materialize()
-        for attempt in range(RETRY_ATTEMPTS):
-            try:
-                response = super()._commit()
-            except TransactWriteError as exc:
-                codes = {r.code for r in exc.cancellation_reasons if r is not None}
-                transient = _send.error_code(exc) in _send.RETRYABLE_CODES or (
-                    bool(codes) and codes <= _send.RETRYABLE_REASONS
-                )
-                if not transient:
-                    self._raise_for(exc, meanings)
-                if attempt + 1 == RETRY_ATTEMPTS:
-                    msg = f"{TransientError.msg} after {RETRY_ATTEMPTS} attempts"
-                    raise TransientError(msg, exc) from exc
-                delay = min(_send.RETRY_MAX_DELAY, _send.RETRY_BASE_DELAY * 2**attempt)
-                _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
-                continue
-            for entry in self._uniq_entries:
-                assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
-                entry.instance._uniq_after_success(  # noqa: SLF001
-                    entry.op, entry.plan, entry.desired, entry.actions, {}
-                )
-            return response
-        return None  # pragma: no cover - the loop returns or raises.
+        try:
+            # The same request, and so the same token, on every resend.
+            response = retrying(super()._commit)
+        except TransactWriteError as exc:
+            self._raise_for(exc, meanings)
+        for entry in self._uniq_entries:
+            assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
+            entry.instance._uniq_after_success(entry.op, entry.plan, entry.desired, entry.actions, {})  # noqa: SLF001
+        return response
 
     @staticmethod
     def _violation(meaning: _Meaning, action: LockPut, item: dict[str, Any] | None) -> Violation | None:
