@@ -89,27 +89,16 @@ def explain(
     planner = unique_planner(model)
     token = check_token(client_request_token)
     instance._uniq_check_key()  # noqa: SLF001 - the write's own check, before anything.
-    values = instance._uniq_values()  # noqa: SLF001
     known = instance._uniq_known()  # noqa: SLF001
     if stored is not None:
         known = Stored(exists=True, values={name: stored.get(name) for name in planner.unique_names})
-    if op == "save":
-        plan = planner.write("put", known or Stored(exists=False), values)
-    elif op == "update":
-        if not actions:
-            msg = "explaining an update needs its actions"
-            raise ValueError(msg)
-        changes = instance._uniq_update_changes(planner, actions)  # noqa: SLF001 - the write's own reading.
-        if not changes:
-            # No unique attribute is touched: the write is PynamoDB's own UpdateItem.
-            item = instance.get_update_kwargs_from_instance(
-                actions=list(actions), condition=condition, add_version_condition=add_version_condition
-            )
-            return Explanation("UpdateItem", {**item, "ReturnValues": "ALL_NEW"})
-        assumed = known or Stored(exists=True, values=values)
-        plan = planner.write("update", assumed, {**assumed.values, **changes})
-    else:
-        plan = planner.delete(known or Stored(exists=True, values=values))
+    if op == "update" and not actions:
+        msg = "explaining an update needs its actions"
+        raise ValueError(msg)
+    # The write's own first plan: the same intent and planner as save(), update() and delete().
+    record_op = "put" if op == "save" else op
+    assumed, desire = instance._uniq_intent(planner, record_op, actions, known)  # noqa: SLF001
+    plan, _ = instance._uniq_plan(planner, record_op, assumed, desire)  # noqa: SLF001
     request = build_request(
         instance,
         plan,

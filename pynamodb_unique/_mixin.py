@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 from pynamodb.expressions.condition import Condition
@@ -10,11 +11,13 @@ from pynamodb.models import MetaModel
 
 from ._configure import configure
 from ._locks import lock_owner
-from ._plan import LockPut, LockRelease, Plan, Planner, RecordWrite, Stored
+from ._plan import LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
 from ._reads import UniqueReads
 from ._requests import build_request, owner_key
 from ._send import RETRY_ATTEMPTS, WriteFailed, check_token, derive_token, new_token, send
 from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
+
+Desire = Callable[[Stored], dict[str, Any]]
 
 #: How many plans one operation may send: the first, then re-plans from the stored item.
 MAX_PLANS: Final = 4
@@ -64,11 +67,10 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             return super().save(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)
         key, known = self._uniq_prepare()
-        desired = self._uniq_values()
         # A bad value is refused while planning, before any request.
-        assumed = known or Stored(exists=False)
+        assumed, desire = self._uniq_intent(planner, "put", None, known)
         response: dict[str, Any] = self._uniq_run(
-            "put", planner, assumed, lambda _: desired, condition, None, add_version_condition, token, key=key
+            "put", planner, assumed, desire, condition, None, add_version_condition, token, key=key
         )
         return response
 
@@ -98,16 +100,14 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             raise TypeError(msg)
         token = check_token(client_request_token)
         key, known = self._uniq_prepare()
-        changes = self._uniq_update_changes(planner, actions)
-        if not changes:
-            # No unique attribute is touched: the stored values stay as they are.
-            return self._uniq_plain_update(actions, condition, add_version_condition=add_version_condition)
-        assumed = known or Stored(exists=True, values=self._uniq_values())
+        assumed, desire = self._uniq_intent(planner, "update", actions, known)
+        if desire is None:
+            return self._uniq_plain_update(planner, actions, condition, add_version_condition=add_version_condition)
         return self._uniq_run(
             "update",
             planner,
             assumed,
-            lambda stored: {**stored.values, **changes},
+            desire,
             condition,
             actions,
             add_version_condition,
@@ -135,17 +135,52 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             return super().delete(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)
         key, known = self._uniq_prepare()
-        # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
-        assumed = known or Stored(exists=True, values=self._uniq_values())
+        assumed, desire = self._uniq_intent(planner, "delete", None, known)
         return self._uniq_run(
-            "delete", planner, assumed, lambda _: {}, condition, None, add_version_condition, token, key=key
+            "delete", planner, assumed, desire, condition, None, add_version_condition, token, key=key
         )
 
+    def _uniq_intent(
+        self, planner: Planner, op: RecordOp, actions: Sequence[Action] | None, known: Stored | None
+    ) -> tuple[Stored, Desire | None]:
+        """What a write assumes is stored, and the values it wants given what is stored.
+
+        None as the second item: an ``update`` that touches no unique attribute (a plain UpdateItem).
+        """
+        if op == "put":
+            desired = self._uniq_values()
+            return known or Stored(exists=False), lambda _: desired
+        # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
+        guess = known or Stored(exists=True, values=self._uniq_values())
+        if op == "delete":
+            return guess, lambda _: {}
+        changes = self._uniq_update_changes(planner, actions or ())
+        if not changes:
+            return Stored(exists=True), None
+        return guess, lambda stored: {**stored.values, **changes}
+
+    @staticmethod
+    def _uniq_plan(
+        planner: Planner,
+        op: RecordOp,
+        assumed: Stored,
+        desire: Desire | None,
+        not_ours: frozenset[str] = frozenset(),
+    ) -> tuple[Plan, dict[str, Any]]:
+        """The plan of one request, and the values it writes."""
+        if desire is None:
+            # A plain UpdateItem: no lock moves, and nothing to compare and swap.
+            return Plan(RecordWrite("update", None), (), (), assumed), {}
+        desired = desire(assumed)
+        if op == "delete":
+            return planner.delete(assumed, not_ours=not_ours), desired
+        return planner.write(op, assumed, desired, not_ours=not_ours), desired
+
     def _uniq_plain_update(
-        self, actions: list[Action], condition: Condition | None, *, add_version_condition: bool
+        self, planner: Planner, actions: list[Action], condition: Condition | None, *, add_version_condition: bool
     ) -> Any:
         """PynamoDB's UpdateItem, sent with the library's retries of conflicts and throttling."""
-        plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+        plan, _ = self._uniq_plan(planner, "update", Stored(exists=True), None)
         request = build_request(
             self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
         )
@@ -163,7 +198,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         op: Literal["put", "update", "delete"],
         planner: Planner,
         assumed: Stored,
-        desire: Any,
+        desire: Desire | None,
         condition: Condition | None,
         actions: list[Action] | None,
         add_version_condition: bool,
@@ -177,11 +212,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         connection = self._get_connection().connection
         attempts = getattr(self.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         for step in range(MAX_PLANS):
-            desired: dict[str, Any] = desire(assumed)
-            if op == "delete":
-                plan = planner.delete(assumed, not_ours=frozenset(not_ours))
-            else:
-                plan = planner.write(op, assumed, desired, not_ours=frozenset(not_ours))
+            plan, desired = self._uniq_plan(planner, op, assumed, desire, frozenset(not_ours))
             request = build_request(
                 self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
             )
