@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 ExplainOp = Literal["save", "update", "delete"]
 
-_TRANSACT_KINDS = {"put": "Put", "update": "Update", "delete": "Delete"}
+_TRANSACT_KINDS = {"check": "ConditionCheck", "put": "Put", "update": "Update", "delete": "Delete"}
 
 
 def _bytes_as_base64(value: object) -> str:

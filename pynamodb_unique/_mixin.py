@@ -11,7 +11,7 @@ from pynamodb.models import MetaModel
 
 from ._configure import configure
 from ._locks import lock_owner
-from ._plan import LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
+from ._plan import LockNotOurs, LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
 from ._reads import UniqueReads
 from ._requests import build_request, owner_key
 from ._send import RETRY_ATTEMPTS, WriteFailed, check_token, derive_token, new_token, send
@@ -238,6 +238,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         record_failed = False
         record_item: dict[str, Any] | None = None
         foreign_releases: list[str] = []
+        became_ours: list[str] = []
         for action, reason in zip(plan.sent(), failure.reasons, strict=False):
             if reason is None or reason.code != "ConditionalCheckFailed":
                 continue
@@ -256,14 +257,21 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
                 violations.append(violation)
             elif isinstance(action, LockRelease):
                 foreign_releases.append(action.key)
+            elif isinstance(action, LockNotOurs):
+                became_ours.append(action.key)
         if violations:
             raise UniqueViolation(violations, failure.cause)
         if not record_failed:
-            if not foreign_releases:
+            if not foreign_releases and not became_ours:
                 raise failure.cause
-            # The record is as assumed but a lock it would release belongs to another record.
+            # A lock to release belongs to another record (the record is gone, or the lock is
+            # foreign: for audit and repair): the next plan checks it is still not ours instead.
+            # A lock checked so has become ours again: the next plan releases it.
+            not_ours.difference_update(became_ours)
             not_ours.update(foreign_releases)
             return plan.assumed
+        # What other records owned was learnt for a record state that is gone: forget it.
+        not_ours.clear()
         if record_item is None and (plan.record.op == "delete" or not plan.assumed.exists):
             # The failed condition implies the record exists; this backend sent no ALL_OLD item.
             record_item = self._uniq_read_stored()

@@ -23,6 +23,8 @@ from .exceptions import UniqueConfigError
 MAX_TRANSACTION_ACTIONS: Final = 100
 
 RecordOp = Literal["put", "update", "delete"]
+#: How PynamoDB's ``transact_write_items`` groups what it sends, in the order it sends them.
+SentGroup = Literal["check", "delete", "put", "update"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class LockPut:
     backend that ignores ClientRequestToken) succeed instead of colliding with itself.
     """
 
-    op: ClassVar[RecordOp] = "put"
+    op: ClassVar[SentGroup] = "put"
 
     constraint: Constraint
     values: tuple[Any, ...]
@@ -71,13 +73,27 @@ class LockPut:
 class LockRelease:
     """Give a value back: delete its lock on condition that this record owns it (or it is gone)."""
 
-    op: ClassVar[RecordOp] = "delete"
+    op: ClassVar[SentGroup] = "delete"
 
     constraint: Constraint
     key: str
 
 
-PlanAction = RecordWrite | LockPut | LockRelease
+@dataclass(frozen=True)
+class LockNotOurs:
+    """Leave a value's lock alone, on condition that it is still not this record's.
+
+    A release that failed because another record owns the lock is not retried; this check
+    takes its place, so the fact it relies on holds in the very transaction that relies on it.
+    """
+
+    op: ClassVar[SentGroup] = "check"
+
+    constraint: Constraint
+    key: str
+
+
+PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
 
 
 @dataclass(frozen=True)
@@ -88,21 +104,22 @@ class Plan:
     releases: tuple[LockRelease, ...]
     puts: tuple[LockPut, ...]
     assumed: Stored
+    checks: tuple[LockNotOurs, ...] = ()
 
     @property
     def transactional(self) -> bool:
-        """Whether the request needs TransactWriteItems (any lock moves)."""
-        return bool(self.releases or self.puts)
+        """Whether the request needs TransactWriteItems (any lock moves or is checked)."""
+        return bool(self.releases or self.puts or self.checks)
 
     def sent(self) -> list[PlanAction]:
-        """The actions in the order they are sent: deletes, puts, updates."""
+        """The actions in the order they are sent: condition checks, deletes, puts, updates."""
         deletes: list[PlanAction] = []
         puts: list[PlanAction] = []
         updates: list[PlanAction] = []
         {"delete": deletes, "put": puts, "update": updates}[self.record.op].append(self.record)
         deletes.extend(self.releases)
         puts.extend(self.puts)
-        return deletes + puts + updates
+        return [*self.checks, *deletes, *puts, *updates]
 
 
 def compare_and_swap(
@@ -214,9 +231,10 @@ class Planner:
             op: the record write.
             stored: what the record is assumed to hold; the record's condition checks it.
             desired: the unique attributes' values after the write.
-            not_ours: lock keys known to be owned by another record (nothing to release).
+            not_ours: lock keys found owned by another record: checked, not released.
         """
         releases: list[LockRelease] = []
+        checks: list[LockNotOurs] = []
         puts: list[LockPut] = []
         before = stored.values
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
@@ -228,12 +246,14 @@ class Planner:
             new = self.key(c, desired)
             if old == new:
                 continue
-            if old is not None and old not in not_ours:
+            if old is not None and old in not_ours:
+                checks.append(LockNotOurs(c, old))
+            elif old is not None:
                 releases.append(LockRelease(c, old))
             if new is not None:
                 puts.append(LockPut(c, c.values(desired), new))
         condition = self._cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
-        return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored)
+        return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored, tuple(checks))
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
         """Plan a delete of a record assumed to hold ``stored``.
@@ -241,13 +261,11 @@ class Planner:
         The record's condition also passes when it is already gone, so deleting twice succeeds.
         """
         before = self.keys(stored.values) if stored.exists else {}
-        releases = tuple(
-            LockRelease(c, key)
-            for c in self.constraints
-            if (key := before.get(c.name)) is not None and key not in not_ours
-        )
+        held = [(c, key) for c in self.constraints if (key := before.get(c.name)) is not None]
+        releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
+        checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)
         values = stored.values if stored.exists else {}
         cas = compare_and_swap(self.attributes, self.unique_names, values, self._paths)
         gone = self.hash_attribute.does_not_exist()
         condition = gone if cas is None else gone | cas
-        return Plan(RecordWrite("delete", condition), releases, (), stored)
+        return Plan(RecordWrite("delete", condition), releases, (), stored, checks)

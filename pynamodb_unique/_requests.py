@@ -12,7 +12,7 @@ from pynamodb.expressions.update import Action
 
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
 from ._locks import LockTable
-from ._plan import LockPut, LockRelease, Plan, RecordWrite
+from ._plan import LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
 from ._send import Request
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def lock_condition(instance: Model, locks: LockTable, owner: dict[str, dict[str,
 def lock_kwargs(
     instance: Model,
     locks: LockTable,
-    action: LockPut | LockRelease,
+    action: LockPut | LockRelease | LockNotOurs,
     *,
     previous_owner: Model | None = None,
     owner: dict[str, dict[str, Any]] | None = None,
@@ -133,6 +133,10 @@ def lock_kwargs(
         condition = lock_condition(instance, locks, owner)
     if previous_owner is not None:
         condition |= owner_condition(previous_owner)
+    if isinstance(action, LockNotOurs):
+        foreign: Condition = Path(locks.hash_name).does_not_exist() | ~owner_condition(instance, owner)
+        check: dict[str, Any] = connection.get_operation_kwargs(action.key, range_key, key=KEY, condition=foreign)
+        return check
     if isinstance(action, LockRelease):
         release: dict[str, Any] = connection.get_operation_kwargs(
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD

@@ -110,11 +110,11 @@ class WriteFailed(Exception):
 
 def _dispatch(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
     if request.transactional:
-        grouped: dict[str, list[dict[str, Any]]] = {"delete": [], "put": [], "update": []}
+        grouped: dict[str, list[dict[str, Any]]] = {"check": [], "delete": [], "put": [], "update": []}
         for action, item in zip(request.plan.sent(), request.items, strict=True):
             grouped[action.op].append(item)
         return connection.transact_write_items(
-            condition_check_items=[],
+            condition_check_items=grouped["check"],
             delete_items=grouped["delete"],
             put_items=grouped["put"],
             update_items=grouped["update"],

@@ -11,7 +11,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
 from ._locks import lock_owner
-from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, LockRelease, Plan, RecordWrite, Stored
+from ._plan import MAX_TRANSACTION_ACTIONS, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite, SentGroup, Stored
 from ._requests import lock_kwargs, owner_key, record_kwargs
 from ._send import check_token, new_token, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation, Violation
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
     from ._mixin import UniqueMixin
 
-_Group = Literal["delete", "put", "update"]
-_GROUPS: tuple[_Group, ...] = ("delete", "put", "update")
+_GROUPS: tuple[SentGroup, ...] = ("check", "delete", "put", "update")
 
 
 @dataclass
@@ -45,7 +44,7 @@ class _Meaning:
     """What a sent item is: None for the caller's own items."""
 
     entry: _Entry
-    action: RecordWrite | LockPut | LockRelease
+    action: RecordWrite | LockPut | LockRelease | LockNotOurs
 
 
 class TransactWrite(_PynamoTransactWrite):
@@ -173,12 +172,14 @@ class TransactWrite(_PynamoTransactWrite):
 
     def _materialize(self) -> list[_Meaning | None]:
         """Append every planned item to PynamoDB's lists; return what each sent position means."""
-        meanings: dict[_Group, list[_Meaning | None]] = {
-            "delete": [None] * len(self._delete_items),
-            "put": [None] * len(self._put_items),
-            "update": [None] * len(self._update_items),
+        lists: dict[SentGroup, list[dict[str, Any]]] = {
+            "check": self._condition_check_items,
+            "delete": self._delete_items,
+            "put": self._put_items,
+            "update": self._update_items,
         }
-        lists = {"delete": self._delete_items, "put": self._put_items, "update": self._update_items}
+        # The caller's own items, already in PynamoDB's lists, mean nothing to the library.
+        meanings: dict[SentGroup, list[_Meaning | None]] = {group: [None] * len(lists[group]) for group in _GROUPS}
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             instance = entry.instance
@@ -191,12 +192,11 @@ class TransactWrite(_PynamoTransactWrite):
                     item = lock_kwargs(instance, locks, action, previous_owner=previous)
                 lists[action.op].append(item)
                 meanings[action.op].append(_Meaning(entry, action))
-        count = len(self._condition_check_items) + sum(len(v) for v in lists.values())
+        count = sum(len(v) for v in lists.values())
         if count > MAX_TRANSACTION_ACTIONS:
             msg = f"the transaction has {count} actions; DynamoDB allows at most {MAX_TRANSACTION_ACTIONS}"
             raise InvalidUniqueValue(msg)
-        checks: list[_Meaning | None] = [None] * len(self._condition_check_items)
-        return checks + [m for group in _GROUPS for m in meanings[group]]
+        return [m for group in _GROUPS for m in meanings[group]]
 
     def _commit(self) -> Any:
         self._plan_entries()

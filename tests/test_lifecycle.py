@@ -361,3 +361,28 @@ def test_request__same_state_and_token__same_bytes(accounts: type[Account]) -> N
     # json.loads keeps the wire order of keys, so equal dumps mean equal request bodies.
     assert json.dumps(bodies[0]) == json.dumps(bodies[1])
     assert bodies[0]["ClientRequestToken"] == "tok-1"
+
+
+def test_delete__foreign_lock__left_to_its_owner_checked_atomically(accounts: type[Account]) -> None:
+    """A record whose value's lock belongs to another record: delete leaves that lock alone."""
+    ada = _ada(accounts)
+    client = accounts._get_connection().connection.client
+    # Damage the table as a non-library writer would: the email lock now names another owner.
+    client.put_item(
+        TableName=accounts.Meta.table_name,
+        Item={
+            "PK": {"S": ADA_KEY},
+            "SK": {"S": "LOCK"},
+            "uniq_owner_hash": {"S": "ACCT#other"},
+            "uniq_owner_range": {"S": "PROFILE"},
+            "uniq_constraint": {"S": "EMAIL"},
+        },
+    )
+    with RequestCounter(accounts) as counter:
+        ada.delete()
+    assert counter.operations == ["TransactWriteItems", "TransactWriteItems"]
+    second = counter.params("TransactWriteItems")[1]["TransactItems"]
+    assert "ConditionCheck" in second[0]
+    assert second[0]["ConditionCheck"]["Key"]["PK"]["S"] == ADA_KEY
+    assert actual_locks(accounts) == {ADA_KEY: ("ACCT#other", "PROFILE")}
+    assert [i["PK"]["S"] for i in raw_items(accounts)] == [ADA_KEY]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from models import Account
 
-from pynamodb_unique._plan import LockPut, LockRelease, Planner, RecordWrite, Stored
+from pynamodb_unique._plan import LockNotOurs, LockPut, LockRelease, Planner, RecordWrite, Stored
 
 PLANNER = Account._uniq_planner
 assert isinstance(PLANNER, Planner)
@@ -86,15 +86,16 @@ def test_write__update__record_last() -> None:
     ]
 
 
-def test_write__not_ours__release_skipped() -> None:
-    """A lock known to belong to another record is never released."""
+def test_write__not_ours__checked_instead_of_released() -> None:
+    """A lock known to belong to another record is never released: the plan checks it instead."""
     plan = PLANNER.write(
         "put",
         Stored(exists=True, values=ADA),
         {**ADA, "email": "b@x.io"},
         not_ours=frozenset({"UNIQ#EMAIL#ada@lovelace.io"}),
     )
-    assert _summary(plan.sent()) == [("put", "record"), ("put", "UNIQ#EMAIL#b@x.io")]
+    assert _summary(plan.sent()[1:]) == [("put", "record"), ("put", "UNIQ#EMAIL#b@x.io")]
+    assert [(type(a).__name__, a.key) for a in plan.checks] == [("LockNotOurs", "UNIQ#EMAIL#ada@lovelace.io")]
 
 
 def test_delete__releases_every_lock() -> None:
@@ -136,3 +137,13 @@ def test_stored__same_as__compares_unique_values() -> None:
     assert Stored(exists=True, values=ADA).same_as(Stored(exists=True, values=dict(ADA)), names)
     assert not Stored(exists=True, values=ADA).same_as(Stored(exists=False), names)
     assert not Stored(exists=True, values=ADA).same_as(Stored(exists=True, values={**ADA, "slug": "x"}), names)
+
+
+def test_delete__not_ours__checked_not_released() -> None:
+    """A lock found owned by another record is checked (still not ours), sent first, never deleted."""
+    plan = PLANNER.delete(Stored(exists=True, values=ADA), not_ours=frozenset({"UNIQ#HANDLE#ada"}))
+    sent = plan.sent()
+    assert isinstance(sent[0], LockNotOurs)
+    assert sent[0].key == "UNIQ#HANDLE#ada"
+    assert _summary(sent[1:]) == [("delete", "record"), ("delete", "UNIQ#EMAIL#ada@lovelace.io")]
+    assert plan.transactional
