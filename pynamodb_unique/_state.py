@@ -60,12 +60,12 @@ class UniqueState(Model):
         if self._uniq_planner is not None and self._hash_keyname is not None:
             self._uniq_remember(Stored(exists=True, values=self._uniq_values()))
 
-    def _uniq_known(self) -> Stored | None:
+    def _uniq_known(self, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if this instance knows it (it was loaded or written, same key)."""
         if self._uniq_snapshot is None:
             return None
-        key, stored = self._uniq_snapshot
-        return stored if key == self._uniq_key() else None
+        remembered, stored = self._uniq_snapshot
+        return stored if remembered == (key or self._uniq_key()) else None
 
     def _uniq_stored_from_item(self, item: Mapping[str, Any] | None) -> Stored:
         if not item:
@@ -77,8 +77,7 @@ class UniqueState(Model):
         """The record's key, checked, and what is known to be stored under it."""
         key = self._uniq_key()
         self._uniq_check_key()
-        snapshot = self._uniq_snapshot
-        return key, (snapshot[1] if snapshot is not None and snapshot[0] == key else None)
+        return key, self._uniq_known(key)
 
     def _uniq_check_key(self) -> None:
         if getattr(self.Meta, "unique_lock_table", None):

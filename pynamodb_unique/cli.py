@@ -144,6 +144,20 @@ def _print_fixes(result: RepairReport) -> None:
         click.echo(f"done: {counts or 'nothing to do'}")
 
 
+def _fix(
+    label: str, model: Model, report: AuditReport, run: Callable[[Callable[[int], None]], RepairReport]
+) -> NoReturn:
+    """Run a repair or backfill with a progress bar, print what it did, and exit with its status."""
+    update, close = _progress(label, total=len(report.problems))
+    try:
+        with _errors(model):
+            result = run(update)
+    finally:
+        close()
+    _print_fixes(result)
+    _exit(result.clean)
+
+
 def _exit(clean: bool) -> NoReturn:
     raise click.exceptions.Exit(EXIT_OK if clean else EXIT_PROBLEMS)
 
@@ -218,14 +232,7 @@ def repair_command(model_path: str, endpoint: str | None, segments: int, max_rat
     model = load_model(model_path, endpoint)
     report = _audit(model, segments, max_rate)
     _print_audit(report)
-    update, close = _progress("fix", total=len(report.problems))
-    try:
-        with _errors(model):
-            result = repair(model, report, apply=apply, progress=update)
-    finally:
-        close()
-    _print_fixes(result)
-    _exit(result.clean)
+    _fix("fix", model, report, lambda update: repair(model, report, apply=apply, progress=update))
 
 
 @cli.command("backfill")
@@ -246,14 +253,7 @@ def backfill_command(model_path: str, endpoint: str | None, segments: int, max_r
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
     model = load_model(model_path, endpoint)
     report = _audit(model, segments, max_rate)
-    update, close = _progress("backfill", total=len(report.problems))
-    try:
-        with _errors(model):
-            result = backfill(model, report, segments=segments, progress=update)
-    finally:
-        close()
-    _print_fixes(result)
-    _exit(result.clean)
+    _fix("backfill", model, report, lambda update: backfill(model, report, segments=segments, progress=update))
 
 
 def _python_value(attribute: Attribute[Any], value: Any) -> Any:
