@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from pynamodb.attributes import Attribute, JSONAttribute
+from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
 from ._keys import encode_part, hashed_lock_key, lock_key
@@ -132,6 +132,13 @@ class Constraint:
     condition: Condition | None = field(default=None, repr=False, compare=False)
     condition_attributes: tuple[str, ...] = ()
     secret: SecretSource | None = field(default=None, repr=False, compare=False)
+    explicit: bool = field(default=False, compare=False)
+    origin: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def hashed(self) -> bool:
+        """Whether lock keys hold an HMAC of the value instead of the value."""
+        return self.secret is not None
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
         """Return this constraint's values, in order, from a mapping of attribute values."""
@@ -171,6 +178,29 @@ class Constraint:
         return lock_key(self.name, parts)
 
 
+def _refuse_nested(model: str, path: str, attribute: Attribute[Any], seen: set[type]) -> None:
+    """Refuse ``UniqueAttribute`` inside a map or list attribute: only top-level values take locks.
+
+    Raises:
+        UniqueConfigError: a nested attribute is marked unique.
+    """
+    container = type(attribute)
+    element = getattr(attribute, "element_type", None)  # ListAttribute(of=...): the element class.
+    for kind, inner_type in ((container, None), (element, "[]")):
+        if not isinstance(kind, type) or not issubclass(kind, MapAttribute) or kind in seen:
+            continue
+        seen.add(kind)
+        for name, inner in kind.get_attributes().items():
+            inner_path = f"{path}{inner_type or ''}.{name}"
+            if isinstance(getattr(inner, _SPEC_ATTR, None), _UniqueSpec):
+                msg = (
+                    f"{model}: UniqueAttribute {inner_path!r} is inside a {kind.__name__}; only top-level "
+                    "attributes can be unique (declare it on the model itself)"
+                )
+                raise UniqueConfigError(msg)
+            _refuse_nested(model, inner_path, inner, seen)
+
+
 def _check_name(model: str, name: str) -> None:
     if not _NAME_RE.fullmatch(name):
         msg = f"{model}: unique constraint name {name!r} may only use letters, digits, '_', '.', '-'"
@@ -204,12 +234,14 @@ def resolve_constraints(
         UniqueConfigError: a constraint names a missing or unsupported attribute, names repeat,
             or ``declared`` is not a sequence of ``UniqueConstraint``.
     """
-    found: list[tuple[UniqueConstraint, str]] = []
+    # Each constraint with where it was declared (its origin: a subclass inherits the same one).
+    found: list[tuple[UniqueConstraint, str, object]] = []
     for attr_name, attribute in attributes.items():
         spec = getattr(attribute, _SPEC_ATTR, None)
         if isinstance(spec, _UniqueSpec):
             uc = UniqueConstraint(attr_name, name=spec.name, normalize=spec.normalize, hashed=spec.hashed)
-            found.append((uc, f"UniqueAttribute {attr_name!r}"))
+            found.append((uc, f"UniqueAttribute {attr_name!r}", spec))
+        _refuse_nested(model, attr_name, attribute, set())
     if declared is not None:
         if isinstance(declared, (str, bytes)) or not isinstance(declared, (list, tuple)):
             msg = f"{model}: Meta.unique_constraints must be a list of UniqueConstraint"
@@ -218,9 +250,12 @@ def resolve_constraints(
             if not isinstance(uc, UniqueConstraint):
                 msg = f"{model}: Meta.unique_constraints holds {uc!r}, not a UniqueConstraint"
                 raise UniqueConfigError(msg)
-            found.append((uc, f"UniqueConstraint{uc.attribute_names!r}"))
+            found.append((uc, f"UniqueConstraint{uc.attribute_names!r}", uc))
 
-    resolved = [_resolve_one(model, attributes, uc, where, _secret_source(model, secret, uc)) for uc, where in found]
+    resolved = [
+        _resolve_one(model, attributes, uc, where, _secret_source(model, secret, uc), origin)
+        for uc, where, origin in found
+    ]
     names = [c.name for c in resolved]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -255,6 +290,7 @@ def _resolve_one(
     uc: UniqueConstraint,
     where: str,
     secret: SecretSource | None,
+    origin: object,
 ) -> Constraint:
     if not uc.attribute_names:
         msg = f"{model}: {where} names no attribute"
@@ -296,4 +332,6 @@ def _resolve_one(
         condition=uc.condition,
         condition_attributes=uc.condition_attributes or (),
         secret=secret,
+        explicit=uc.name is not None,
+        origin=origin,
     )

@@ -11,7 +11,7 @@ from pynamodb.connection import TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
 
-from ._constraint import OWNER_HASH, OWNER_RANGE
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
 from .exceptions import UniqueConfigError
 
@@ -96,6 +96,15 @@ def lock_table(model: type[Model]) -> LockTable:
     connection = model._get_connection()  # noqa: SLF001 - the model's own cached connection.
     meta_table = connection.get_meta_table()
     return LockTable(connection, meta_table.hash_keyname, meta_table.range_keyname, shared=True)
+
+
+def is_lock_item(image: Mapping[str, Any]) -> bool:
+    """Whether a stored item (DynamoDB JSON, e.g. a Streams image) is a lock item of this library.
+
+    Lock items carry their owner and constraint names in attributes no record may have (they are
+    refused as attribute names of unique models), so a Streams consumer can skip them.
+    """
+    return OWNER_HASH in image and CONSTRAINT in image
 
 
 def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:

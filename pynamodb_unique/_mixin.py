@@ -10,6 +10,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
 from ._configure import configure
+from ._registry import register
 from ._locks import lock_owner
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
 from ._reads import UniqueReads
@@ -29,6 +30,8 @@ class _UniqueModelMeta(MetaModel):
     def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
         super().__init__(name, bases, namespace, discriminator)
         cls._uniq_planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
+        if cls._uniq_planner is not None and getattr(cls.Meta, "table_name", None):
+            register(cls)  # type: ignore[arg-type] # cls is a Model class here.
 
 
 class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
@@ -62,7 +65,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             StaleWrite: the record kept changing concurrently.
             InvalidUniqueValue: a value or the token is refused; nothing was sent.
         """
-        planner = self._uniq_planner
+        planner = self._uniq_active()
         if planner is None:
             return super().save(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)
@@ -92,7 +95,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             StaleWrite: the record kept changing concurrently.
             InvalidUniqueValue: an action or the token is refused; nothing was sent.
         """
-        planner = self._uniq_planner
+        planner = self._uniq_active()
         if planner is None:
             return super().update(actions, condition, add_version_condition=add_version_condition)
         if not isinstance(actions, list) or not actions:
@@ -130,7 +133,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             ConditionFailed: ``condition`` or the version check failed.
             StaleWrite: the record kept changing concurrently.
         """
-        planner = self._uniq_planner
+        planner = self._uniq_active()
         if planner is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         token = check_token(client_request_token)

@@ -34,15 +34,23 @@ class Stored:
     Attributes:
         exists: whether the record exists.
         values: the unique attributes' Python values (missing or None: no value).
+        source: the planner of the stored item's own class, when it is another class of a
+            polymorphic model than the writer's (its locks are the ones to release); None: the
+            writer's class.
+        item: the whole stored item (DynamoDB JSON), when known.
     """
 
     exists: bool
     values: Mapping[str, Any] = field(default_factory=dict)
+    source: Planner | None = field(default=None, compare=False)
+    item: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def same_as(self, other: Stored, names: Sequence[str]) -> bool:
         """Whether both describe the same unique state (what the compare-and-swap checks)."""
-        if self.exists != other.exists:
+        if self.exists != other.exists or self.source is not other.source:
             return False
+        if self.source is not None:
+            names = self.source.unique_names
         return all(self.values.get(n) == other.values.get(n) for n in names)
 
 
@@ -158,12 +166,16 @@ class Planner:
         hash_attribute: the model's hash key attribute.
         instantiate: builds a model instance holding a mapping of values and records, in the
             given set, the attributes read from it (for partial constraints' conditions).
+        discriminator: a polymorphic model's DiscriminatorAttribute, else None.
+        kind: the model class the discriminator stores for this planner's records (None: none).
     """
 
     constraints: tuple[Constraint, ...]
     attributes: Mapping[str, Attribute[Any]]
     hash_attribute: Attribute[Any]
     instantiate: Instantiate | None = field(default=None, compare=False)
+    discriminator: Attribute[Any] | None = field(default=None, compare=False)
+    kind: type | None = field(default=None, compare=False)
 
     @cached_property
     def unique_names(self) -> tuple[str, ...]:
@@ -215,7 +227,13 @@ class Planner:
         return {name: Path(self.attributes[name]) for name in self.unique_names}
 
     def _cas(self, stored: Stored) -> Condition | None:
-        return compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)
+        """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
+        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)
+        if self.discriminator is None:
+            return cas
+        path = Path(self.discriminator)
+        kind = path.does_not_exist() if self.kind is None else path == self.kind
+        return kind if cas is None else cas & kind
 
     def write(
         self,
@@ -233,17 +251,23 @@ class Planner:
             desired: the unique attributes' values after the write.
             not_ours: lock keys found owned by another record: checked, not released.
         """
+        # The stored item may be of another class of a polymorphic model: its own constraints say
+        # which locks it holds. A put replaces it with the writer's class; an update keeps its class.
+        old_planner = stored.source or self
+        new_planner = self if op == "put" else old_planner
+        if old_planner is not new_planner:
+            return self._replace(op, stored, desired, new_planner, not_ours)
         releases: list[LockRelease] = []
         checks: list[LockNotOurs] = []
         puts: list[LockPut] = []
         before = stored.values
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
-        changed = {n for n in self.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
-        for c, reads in self._reads:
+        changed = {n for n in old_planner.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
+        for c, reads in old_planner._reads:
             if changed is not None and changed.isdisjoint(reads):
                 continue
-            old = self.key(c, before) if stored.exists else None
-            new = self.key(c, desired)
+            old = old_planner.key(c, before) if stored.exists else None
+            new = old_planner.key(c, desired)
             if old == new:
                 continue
             if old is not None and old in not_ours:
@@ -252,20 +276,36 @@ class Planner:
                 releases.append(LockRelease(c, old))
             if new is not None:
                 puts.append(LockPut(c, c.values(desired), new))
-        condition = self._cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
+        condition = old_planner._cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
         return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored, tuple(checks))
+
+    def _replace(
+        self, op: RecordOp, stored: Stored, desired: Mapping[str, Any], new: Planner, not_ours: frozenset[str]
+    ) -> Plan:
+        """Plan a write over a stored item of another class: its locks go, the new class's come."""
+        old = stored.source or self
+        held = {key: c for c in old.constraints if (key := old.key(c, stored.values)) is not None}
+        wanted = {key: c for c in new.constraints if (key := new.key(c, desired)) is not None}
+        kept = held.keys() & wanted.keys()
+        releases = tuple(LockRelease(c, k) for k, c in held.items() if k not in kept and k not in not_ours)
+        checks = tuple(LockNotOurs(c, k) for k, c in held.items() if k not in kept and k in not_ours)
+        puts = tuple(LockPut(c, c.values(desired), k) for k, c in wanted.items() if k not in kept)
+        return Plan(RecordWrite(op, old._cas(stored)), releases, puts, stored, checks)
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
         """Plan a delete of a record assumed to hold ``stored``.
 
         The record's condition also passes when it is already gone, so deleting twice succeeds.
         """
-        before = self.keys(stored.values) if stored.exists else {}
-        held = [(c, key) for c in self.constraints if (key := before.get(c.name)) is not None]
+        old = stored.source or self
+        before = old.keys(stored.values) if stored.exists else {}
+        held = [(c, key) for c in old.constraints if (key := before.get(c.name)) is not None]
         releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
         checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)
-        values = stored.values if stored.exists else {}
-        cas = compare_and_swap(self.attributes, self.unique_names, values, self._paths)
+        if stored.exists:
+            cas = old._cas(stored)
+        else:
+            cas = compare_and_swap(self.attributes, self.unique_names, {}, self._paths)
         gone = self.hash_attribute.does_not_exist()
         condition = gone if cas is None else gone | cas
         return Plan(RecordWrite("delete", condition), releases, (), stored, checks)

@@ -11,6 +11,8 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from ._constraint import OWNER_HASH
+from ._locks import is_lock_item
+from ._registry import holds_locks, maintains_locks
 from ._state import UniqueState
 from .exceptions import UniqueError
 
@@ -22,7 +24,8 @@ class UniqueReads(UniqueState):
 
     @classmethod
     def _uniq_hide_locks(cls, filter_condition: Condition | None) -> Condition | None:
-        if cls._uniq_planner is None or getattr(cls.Meta, "unique_lock_table", None):
+        """Add "not a lock item" to a scan or query of a table where some model keeps locks."""
+        if not holds_locks(cls):
             return filter_condition
         no_lock = Path(OWNER_HASH).does_not_exist()
         return no_lock if filter_condition is None else filter_condition & no_lock
@@ -86,9 +89,19 @@ class UniqueReads(UniqueState):
         )
 
     @classmethod
+    def _batch_get_page(
+        cls, keys_to_get: Any, consistent_read: bool | None, attributes_to_get: Any
+    ) -> tuple[list[dict[str, Any]], Any]:
+        """PynamoDB's page of BatchGetItem without lock items: ``batch_get()`` of a lock key finds nothing."""
+        items, unprocessed = super()._batch_get_page(keys_to_get, consistent_read, attributes_to_get)  # type: ignore[misc] # PynamoDB's private page reader, untyped.
+        if items and holds_locks(cls):
+            items = [item for item in items if not is_lock_item(item)]
+        return items, unprocessed
+
+    @classmethod
     def batch_write(cls: type[_T], auto_commit: bool = True) -> BatchWrite[_T]:
-        """Refused: BatchWriteItem carries no conditions, so it cannot keep locks in step."""
-        if getattr(cls, "_uniq_planner", None) is None:
+        """Refused when the model keeps locks: BatchWriteItem carries no conditions."""
+        if not maintains_locks(cls):
             return super().batch_write(auto_commit)
         msg = (
             f"{cls.__name__}.batch_write() is refused: BatchWriteItem carries no conditions and "

@@ -10,8 +10,9 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction
 from pynamodb.models import Model
 
 from ._keys import LOCK_PREFIX
-from ._locks import LockTable, lock_owner, lock_table
+from ._locks import LockTable, is_lock_item, lock_owner, lock_table
 from ._plan import Planner, Stored
+from ._registry import holds_locks, maintains_locks, stored_class
 from .exceptions import InvalidUniqueValue
 
 _T = TypeVar("_T", bound=Model)
@@ -28,16 +29,36 @@ class UniqueState(Model):
 
     @classmethod
     def from_raw_data(cls: type[_T], data: dict[str, Any]) -> _T:
-        """Build an instance from a stored item (get, query, scan) and remember its unique values."""
+        """Build an instance from a stored item (get, query, scan) and remember its unique values.
+
+        Raises:
+            DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
+        """
+        if data is not None and is_lock_item(data) and holds_locks(cls):
+            msg = "the item is a lock item of pynamodb_unique, not a record"
+            raise cls.DoesNotExist(msg)
         instance = super().from_raw_data(data)
         if isinstance(instance, UniqueState):
-            instance._uniq_remember_loaded()  # noqa: SLF001 - the same class.
+            instance._uniq_remember_loaded(data)  # noqa: SLF001 - the same class.
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
-        """Load a stored item (refresh, update) and remember its unique values."""
+        """Load a stored item (refresh, update) and remember its unique values.
+
+        Raises:
+            DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
+        """
+        if is_lock_item(attribute_values) and holds_locks(type(self)):
+            msg = "the item is a lock item of pynamodb_unique, not a record"
+            raise self.DoesNotExist(msg)
         super().deserialize(attribute_values)
-        self._uniq_remember_loaded()
+        self._uniq_remember_loaded(attribute_values)
+
+    @classmethod
+    def _uniq_active(cls) -> Planner | None:
+        """The planner when this model's writes move locks; None: its writes are PynamoDB's own."""
+        planner = cls._uniq_planner
+        return planner if planner is not None and maintains_locks(cls) else None
 
     def _uniq_values(self) -> dict[str, Any]:
         """The values of the attributes the constraints read, by Python name (None when unset)."""
@@ -56,9 +77,9 @@ class UniqueState(Model):
     def _uniq_remember(self, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
         self._uniq_snapshot = (key or self._uniq_key(), stored)
 
-    def _uniq_remember_loaded(self) -> None:
-        if self._uniq_planner is not None and self._hash_keyname is not None:
-            self._uniq_remember(Stored(exists=True, values=self._uniq_values()))
+    def _uniq_remember_loaded(self, item: Mapping[str, Any] | None = None) -> None:
+        if self._hash_keyname is not None and self._uniq_active() is not None:
+            self._uniq_remember(Stored(exists=True, values=self._uniq_values(), item=item))
 
     def _uniq_known(self, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if this instance knows it (it was loaded or written, same key)."""
@@ -68,10 +89,14 @@ class UniqueState(Model):
         return stored if remembered == (key or self._uniq_key()) else None
 
     def _uniq_stored_from_item(self, item: Mapping[str, Any] | None) -> Stored:
+        """What a stored item holds, read by its own class (polymorphic models: maybe another one)."""
         if not item:
             return Stored(exists=False)
-        loaded = type(self).from_raw_data(dict(item))
-        return Stored(exists=True, values=loaded._uniq_values())  # noqa: SLF001 - the same class.
+        cls = type(self)
+        stored_cls = stored_class(cls, item)
+        loaded = stored_cls.from_raw_data(dict(item))
+        source = None if stored_cls is cls else stored_cls._uniq_planner
+        return Stored(exists=True, values=loaded._uniq_values(), source=source, item=item)  # noqa: SLF001
 
     def _uniq_prepare(self) -> tuple[tuple[Any, ...], Stored | None]:
         """The record's key, checked, and what is known to be stored under it."""

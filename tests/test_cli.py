@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _backends import Backend
+from _backends import Backend, unique_table_name
 from _damage import ADA_TWIN, EXPECTED, all_items, damage, delete_record, put_record
 from click.testing import CliRunner, Result
 
@@ -162,7 +162,7 @@ def test_inspect_command__owner_and_orphan(user_model: tuple[Any, list[str]]) ->
 def test_explain_command__prints_the_library_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """explain prints explain()'s request as JSON on stdout, the operation on stderr, with no backend at all."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    name = _write_module(tmp_path, "accounts")
+    name = _write_module(tmp_path, unique_table_name("accounts"))
     model = importlib.import_module(name).Account
     model.Meta.host = "http://127.0.0.1:9"  # Nothing listens there: explain must not connect.
     item = {"pk": "ACCT#a1f9c3", "email": "Ada@Lovelace.io", "username": "ada"}
@@ -209,7 +209,7 @@ def test_errors__one_line_and_exit_2(
 ) -> None:
     """Usage and configuration errors print one line, no traceback, and exit 2."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    model = f"{_write_module(tmp_path, 'accounts')}:Account"
+    model = f"{_write_module(tmp_path, unique_table_name('accounts'))}:Account"
     result = CliRunner().invoke(cli, [a.format(model=model) for a in args])
     assert result.exit_code == 2
     assert result.output.startswith(message)

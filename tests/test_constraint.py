@@ -54,7 +54,7 @@ def test_define__valid_model__constraints_resolved() -> None:
         ),
         ({"constraints": [UniqueConstraint("x", name="A#B")], "x": UnicodeAttribute()}, "letters, digits"),
         ({"hash_attr": NumberAttribute(hash_key=True), "e": UniqueAttribute(UnicodeAttribute())}, "must be a string"),
-        ({"uniq_owner_hash": UnicodeAttribute()}, "reserved for lock items"),
+        ({"uniq_owner_hash": UnicodeAttribute(), "e": UniqueAttribute(UnicodeAttribute())}, "reserved for lock items"),
         (
             {"constraints": [UniqueConstraint("x", normalize={"y": str.lower})], "x": UnicodeAttribute()},
             "normalize names",

@@ -1,0 +1,153 @@
+"""The registry of unique models: which models keep locks in which table, and their namespaces.
+
+A constraint's name is a namespace of the table that holds its locks. Two models may share a
+name only when it is one constraint inherited from a common base, or when both name it
+explicitly (``name=``) with compatible shapes. A name both derived from an attribute name is a
+clash, refused when the second class is defined.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .exceptions import UniqueConfigError
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from ._constraint import Constraint
+
+_M = TypeVar("_M", bound="Model")
+
+#: Where a table lives: (region, host, table name).
+TableId = tuple[str | None, str | None, str]
+
+_mutex = threading.Lock()
+# Lock table -> (module, qualified name) -> model. A class defined again under the same module and
+# qualified name (a reload, a test) replaces its earlier registration.
+_by_lock_table: dict[TableId, dict[tuple[str, str], type[Model]]] = {}
+# Records table -> the same, for every concrete unique model whose records live there.
+_by_table: dict[TableId, dict[tuple[str, str], type[Model]]] = {}
+
+
+def table_id(model: type[Model], table_name: str | None = None) -> TableId:
+    """The identity of ``model``'s table (or of ``table_name`` in the same region and host)."""
+    meta = model.Meta
+    return (getattr(meta, "region", None), getattr(meta, "host", None), table_name or meta.table_name)
+
+
+def lock_table_id(model: type[Model]) -> TableId:
+    """The identity of the table that holds ``model``'s locks."""
+    return table_id(model, getattr(model.Meta, "unique_lock_table", None))
+
+
+def constraints_of(model: type[Model]) -> tuple[Constraint, ...]:
+    """The constraints a model declares or inherits (empty for models without any)."""
+    planner = getattr(model, "_uniq_planner", None)
+    return planner.constraints if planner is not None else ()
+
+
+def _related(a: type[Model], b: type[Model]) -> bool:
+    return issubclass(a, b) or issubclass(b, a)
+
+
+def _check(model: type[Model], other: type[Model], mine: Constraint, theirs: Constraint) -> None:
+    """Refuse two constraints sharing a namespace unless they are one, or both name it explicitly."""
+    if mine.origin is theirs.origin or _related(model, other):
+        return
+    where = f"{model.__name__} and {other.__name__} ({other.__module__}) both keep locks named {mine.name!r}"
+    if not (mine.explicit and theirs.explicit):
+        msg = (
+            f"{where} in one table, derived from attribute names; give each its own name= (or the same "
+            "explicit name= on both to share one namespace)"
+        )
+        raise UniqueConfigError(msg)
+    if len(mine.attributes) != len(theirs.attributes) or mine.hashed != theirs.hashed:
+        msg = (
+            f"{where}: a shared namespace needs the same number of parts ({len(mine.attributes)} vs "
+            f"{len(theirs.attributes)}) and the same hashed flag ({mine.hashed} vs {theirs.hashed})"
+        )
+        raise UniqueConfigError(msg)
+
+
+def register(model: type[Model]) -> None:
+    """Record a concrete unique model, after checking its namespaces against its neighbours'.
+
+    Raises:
+        UniqueConfigError: a constraint name clashes with another model's in the same lock table.
+    """
+    ident = (model.__module__, model.__qualname__)
+    locks = lock_table_id(model)
+    mine = constraints_of(model)
+    with _mutex:
+        for other in _by_lock_table.get(locks, {}).values():
+            if (other.__module__, other.__qualname__) == ident:
+                continue
+            theirs = {c.name: c for c in constraints_of(other)}
+            for constraint in mine:
+                if constraint.name in theirs:
+                    _check(model, other, constraint, theirs[constraint.name])
+        _by_lock_table.setdefault(locks, {})[ident] = model
+        _by_table.setdefault(table_id(model), {})[ident] = model
+
+
+def lock_neighbours(model: type[Model]) -> Iterator[type[Model]]:
+    """The registered models that keep locks in ``model``'s lock table, ``model`` included."""
+    with _mutex:
+        models = list(_by_lock_table.get(lock_table_id(model), {}).values())
+    return (m for m in models if constraints_of(m))
+
+
+def table_neighbours(model: type[Model]) -> list[type[Model]]:
+    """The registered models whose records live in ``model``'s table, ``model`` included."""
+    with _mutex:
+        return list(_by_table.get(table_id(model), {}).values())
+
+
+def holds_locks(model: type[Model]) -> bool:
+    """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
+    with _mutex:
+        models = list(_by_lock_table.get(table_id(model), {}).values())
+    return any(constraints_of(m) for m in models)
+
+
+def family(model: type[Model]) -> list[type[Model]]:
+    """The registered models sharing ``model``'s discriminator attribute (polymorphism), or just ``model``."""
+    attribute = discriminator(model)
+    if attribute is None:
+        return [model]
+    return [m for m in table_neighbours(model) if discriminator(m) is attribute]
+
+
+def discriminator(model: type[Model]) -> Any:
+    """``model``'s DiscriminatorAttribute, or None."""
+    return model._get_discriminator_attribute()  # noqa: SLF001 - PynamoDB's polymorphism hook.
+
+
+def maintains_locks(model: type[Model]) -> bool:
+    """Whether ``model``'s writes must move locks: it has constraints, or a polymorphic relative has.
+
+    A model of a family in which some subclass keeps locks may find that subclass's item stored
+    under its key, and must release those locks when it replaces it.
+    """
+    if constraints_of(model):
+        return True
+    return discriminator(model) is not None and any(constraints_of(m) for m in family(model))
+
+
+def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
+    """The class a stored item belongs to: another class of ``model``'s polymorphic family, or ``model``.
+
+    Raises:
+        ValueError: the item's discriminator value is unknown.
+    """
+    attribute = discriminator(model)
+    if attribute is None:
+        return model
+    value = item.get(attribute.attr_name)
+    if not value:
+        return model
+    found: type[_M] = attribute.deserialize(next(iter(value.values())))
+    return found
