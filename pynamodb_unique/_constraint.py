@@ -23,7 +23,9 @@ OWNER_HASH: Final = "uniq_owner_hash"
 OWNER_RANGE: Final = "uniq_owner_range"
 #: Attribute of a lock item naming its constraint.
 CONSTRAINT: Final = "uniq_constraint"
-LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT)
+#: Attribute of a lock item naming the owner record's model class (shared namespaces, renames).
+OWNER_MODEL: Final = "uniq_owner_model"
+LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL)
 
 _SPEC_ATTR: Final = "_pynamodb_unique_spec"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")

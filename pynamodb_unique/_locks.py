@@ -11,7 +11,7 @@ from pynamodb.connection import TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
 
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
 from .exceptions import UniqueConfigError
 
@@ -116,6 +116,12 @@ def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     if OWNER_RANGE in item:
         return (owner_hash, next(iter(item[OWNER_RANGE].values())))
     return (owner_hash,)
+
+
+def lock_owner_model(item: Mapping[str, Any] | None) -> str | None:
+    """The class name of the model whose record owns a lock item; None when it does not say."""
+    value = (item or {}).get(OWNER_MODEL, {}).get("S")
+    return value if isinstance(value, str) else None
 
 
 def create_lock_table(

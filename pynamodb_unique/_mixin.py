@@ -10,15 +10,25 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
 from ._configure import configure
-from ._registry import register
-from ._locks import lock_owner
+from ._locks import lock_owner, lock_owner_model
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
 from ._reads import UniqueReads
-from ._requests import build_request, owner_key
-from ._send import RETRY_ATTEMPTS, WriteFailed, check_token, derive_token, new_token, send
+from ._registry import register, stored_class
+from ._requests import build_request, owner_key, updated_image
+from ._send import (
+    RETRY_ATTEMPTS,
+    WriteFailed,
+    check_token,
+    conditional_check_error,
+    derive_token,
+    new_token,
+    send,
+)
 from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 
 Desire = Callable[[Stored], dict[str, Any]]
+
+_OPERATIONS: Final = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
 
 #: How many plans one operation may send: the first, then re-plans from the stored item.
 MAX_PLANS: Final = 4
@@ -30,7 +40,7 @@ class _UniqueModelMeta(MetaModel):
     def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
         super().__init__(name, bases, namespace, discriminator)
         cls._uniq_planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
-        if cls._uniq_planner is not None and getattr(cls.Meta, "table_name", None):
+        if cls._uniq_planner is not None and getattr(getattr(cls, "Meta", None), "table_name", None):
             register(cls)  # type: ignore[arg-type] # cls is a Model class here.
 
 
@@ -192,8 +202,15 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             response = send(self._get_connection().connection, request, None, attempts=attempts)
         except WriteFailed as failure:
             msg = f"{type(self).__name__} {owner_key(self)}: {ConditionFailed.msg}"
-            raise ConditionFailed(msg, failure.cause) from failure.cause
-        self.deserialize(response["Attributes"])
+            error = conditional_check_error(failure.cause, "UpdateItem")
+            raise ConditionFailed(msg, error) from error
+        item = response["Attributes"]
+        stored_cls = stored_class(type(self), item)
+        if stored_cls is not type(self):
+            # As PynamoDB's update(): the write is done, but this instance cannot hold the item.
+            msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
+            raise ValueError(msg)
+        self.deserialize(item)
         return response
 
     def _uniq_run(
@@ -229,8 +246,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             except WriteFailed as failure:
                 assumed = self._uniq_after_failure(planner, plan, failure, not_ours)
                 continue
-            self._uniq_after_success(op, plan, desired, actions, response, key=key)
-            return response
+            return self._uniq_after_success(op, plan, desired, actions, response, key=key, sent=request.record_item())
         msg = f"{type(self).__name__} {owner_key(self)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
         raise StaleWrite(msg)
 
@@ -256,6 +272,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
                     action.values,
                     self._uniq_owner_key(owner),
                     instance=self,
+                    owner_model=lock_owner_model(reason.raw_item),
                 )
                 violations.append(violation)
             elif isinstance(action, LockRelease):
@@ -281,7 +298,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         stored = self._uniq_stored_from_item(record_item)
         if stored.same_as(plan.assumed, planner.unique_names):
             msg = f"{type(self).__name__} {me}: {ConditionFailed.msg} (the caller's condition or the version check)"
-            raise ConditionFailed(msg, failure.cause)
+            error = conditional_check_error(failure.cause, _OPERATIONS[plan.record.op], record_item)
+            raise ConditionFailed(msg, error) from error
         return stored
 
     def _uniq_after_success(
@@ -293,22 +311,56 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         response: dict[str, Any],
         *,
         key: tuple[Any, ...] | None = None,
-    ) -> None:
-        """Make the instance reflect what is stored, as PynamoDB does after a write."""
+        sent: dict[str, Any] | None = None,
+        load: bool = True,
+    ) -> dict[str, Any]:
+        """Make the instance reflect what is stored, as PynamoDB does after a write; return the response.
+
+        Args:
+            op: the record's write.
+            plan: the plan that succeeded.
+            desired: the unique values written.
+            actions: an update's actions.
+            response: DynamoDB's response.
+            key: the record key the write was planned under.
+            sent: the record's request item, when known.
+            load: load the stored item after a transactional update, as PynamoDB's ``update()``
+                does (PynamoDB's ``TransactWrite`` does not: only literal actions are applied).
+        """
         if op == "delete":
             self._uniq_remember(Stored(exists=False), key)
-            return
+            return response
         if op == "put":
             self.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-            self._uniq_remember(Stored(exists=True, values=desired), key)
-            return
+            item = sent.get("Item") if sent is not None else None
+            self._uniq_remember(Stored(exists=True, values=desired, item=item), key)
+            return response
         if "Attributes" in response:
             # UpdateItem returned the stored item: load it, as PynamoDB's update() does.
             self.deserialize(response["Attributes"])
-            return
-        # A transaction returns no item: apply literal actions here, or read once after the commit.
-        needs_read = self._uniq_apply_literals(actions or ())
+            return response
+        # A transaction returns no item, while PynamoDB's update() returns the item after the
+        # write (ALL_NEW) and loads it. When the record did not exist, the condition proves that
+        # item is the key with the literal actions applied; otherwise it is read once, consistently,
+        # after the commit (what was read before may have changed in attributes no condition covers).
         self.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-        self._uniq_remember(Stored(exists=True, values=desired), key)
-        if needs_read:
-            self.refresh(consistent_read=True)
+        if not load:
+            self._uniq_apply_literals(actions or ())
+            self._uniq_remember(Stored(exists=True, values=desired), key)
+            return response
+        image = None
+        if not plan.assumed.exists:
+            image = updated_image(self, self._uniq_key_item(), actions or ())
+        if image is None:
+            image = self._uniq_read_stored()
+        if plan.assumed.source is not None:
+            stored_name = plan.assumed.source.kind.__name__ if plan.assumed.source.kind else "another class"
+            msg = f"Cannot update this item from the returned class: {stored_name}"
+            raise ValueError(msg)
+        if image is None:
+            # Deleted by another writer since the commit: the write succeeded all the same.
+            self._uniq_apply_literals(actions or ())
+            self._uniq_remember(Stored(exists=True, values=desired), key)
+            return response
+        self.deserialize(image)
+        return {**response, "Attributes": image}

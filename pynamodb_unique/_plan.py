@@ -218,7 +218,7 @@ class Planner:
         return {c.name: self.key(c, values) for c in self.constraints}
 
     @cached_property
-    def _reads(self) -> tuple[tuple[Constraint, frozenset[str]], ...]:
+    def reads(self) -> tuple[tuple[Constraint, frozenset[str]], ...]:
         """Each constraint with the attributes its key depends on."""
         return tuple((c, frozenset((*c.attributes, *c.condition_attributes))) for c in self.constraints)
 
@@ -226,7 +226,7 @@ class Planner:
     def _paths(self) -> dict[str, Path]:
         return {name: Path(self.attributes[name]) for name in self.unique_names}
 
-    def _cas(self, stored: Stored) -> Condition | None:
+    def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
         cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)
         if self.discriminator is None:
@@ -263,7 +263,7 @@ class Planner:
         before = stored.values
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
         changed = {n for n in old_planner.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
-        for c, reads in old_planner._reads:
+        for c, reads in old_planner.reads:
             if changed is not None and changed.isdisjoint(reads):
                 continue
             old = old_planner.key(c, before) if stored.exists else None
@@ -276,7 +276,7 @@ class Planner:
                 releases.append(LockRelease(c, old))
             if new is not None:
                 puts.append(LockPut(c, c.values(desired), new))
-        condition = old_planner._cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
+        condition = old_planner.cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
         return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored, tuple(checks))
 
     def _replace(
@@ -290,7 +290,7 @@ class Planner:
         releases = tuple(LockRelease(c, k) for k, c in held.items() if k not in kept and k not in not_ours)
         checks = tuple(LockNotOurs(c, k) for k, c in held.items() if k not in kept and k in not_ours)
         puts = tuple(LockPut(c, c.values(desired), k) for k, c in wanted.items() if k not in kept)
-        return Plan(RecordWrite(op, old._cas(stored)), releases, puts, stored, checks)
+        return Plan(RecordWrite(op, old.cas(stored)), releases, puts, stored, checks)
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
         """Plan a delete of a record assumed to hold ``stored``.
@@ -303,7 +303,7 @@ class Planner:
         releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
         checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)
         if stored.exists:
-            cas = old._cas(stored)
+            cas = old.cas(stored)
         else:
             cas = compare_and_swap(self.attributes, self.unique_names, {}, self._paths)
         gone = self.hash_attribute.does_not_exist()

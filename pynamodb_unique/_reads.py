@@ -93,7 +93,7 @@ class UniqueReads(UniqueState):
         cls, keys_to_get: Any, consistent_read: bool | None, attributes_to_get: Any
     ) -> tuple[list[dict[str, Any]], Any]:
         """PynamoDB's page of BatchGetItem without lock items: ``batch_get()`` of a lock key finds nothing."""
-        items, unprocessed = super()._batch_get_page(keys_to_get, consistent_read, attributes_to_get)  # type: ignore[misc] # PynamoDB's private page reader, untyped.
+        items, unprocessed = super()._batch_get_page(keys_to_get, consistent_read, attributes_to_get)  # type: ignore[no-untyped-call] # PynamoDB's private page reader.
         if items and holds_locks(cls):
             items = [item for item in items if not is_lock_item(item)]
         return items, unprocessed

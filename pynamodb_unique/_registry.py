@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pynamodb.models import Model
 
     from ._constraint import Constraint
+    from ._plan import Planner
 
 _M = TypeVar("_M", bound="Model")
 
@@ -43,9 +44,15 @@ def lock_table_id(model: type[Model]) -> TableId:
     return table_id(model, getattr(model.Meta, "unique_lock_table", None))
 
 
+def planner_of(model: type[Model]) -> Planner | None:
+    """The planner the mixin's metaclass gave ``model`` (None: an abstract or non-unique model)."""
+    planner: Planner | None = getattr(model, "_uniq_planner", None)
+    return planner
+
+
 def constraints_of(model: type[Model]) -> tuple[Constraint, ...]:
     """The constraints a model declares or inherits (empty for models without any)."""
-    planner = getattr(model, "_uniq_planner", None)
+    planner = planner_of(model)
     return planner.constraints if planner is not None else ()
 
 

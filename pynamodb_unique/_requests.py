@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pynamodb.constants import ALL_OLD, ITEM, KEY
+from pynamodb.attributes import VersionAttribute
+from pynamodb.constants import ALL_OLD, ITEM, KEY, NUMBER
 from pynamodb.expressions.condition import Condition
-from pynamodb.expressions.operand import Path
-from pynamodb.expressions.update import Action
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._locks import LockTable
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
 from ._send import Request
@@ -142,7 +143,11 @@ def lock_kwargs(
             action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
         return release
-    attributes: dict[str, Any] = {**owner, CONSTRAINT: {"S": action.constraint.name}}
+    attributes: dict[str, Any] = {
+        **owner,
+        CONSTRAINT: {"S": action.constraint.name},
+        OWNER_MODEL: {"S": type(instance).__name__},
+    }
     put: dict[str, Any] = connection.get_operation_kwargs(
         action.key,
         range_key,
@@ -188,3 +193,38 @@ def build_request(
     if plan.record.op == "update":
         item = {**item, "ReturnValues": "ALL_NEW"}
     return Request(plan, [item], _OPERATIONS[plan.record.op])
+
+
+def updated_image(instance: Model, item: Mapping[str, Any] | None, actions: Sequence[Action]) -> dict[str, Any] | None:
+    """A stored item after literal update actions and the version bump: what ALL_NEW returns.
+
+    Args:
+        instance: the record updated, its local version already bumped.
+        item: the item as stored before the update (DynamoDB JSON), if known.
+        actions: the update's actions.
+
+    Returns:
+        The item after the update, or None when it cannot be known without reading it: the item
+        is unknown, or an action is not a top-level ``set(literal)`` / ``remove()``.
+    """
+    if item is None:
+        return None
+    image = dict(item)
+    for action in actions:
+        path = action.values[0]
+        if not isinstance(path, Path) or len(path.path) != 1:
+            return None
+        if isinstance(action, RemoveAction):
+            image.pop(path.path[0], None)
+        elif isinstance(action, SetAction) and isinstance(action.values[1], Value):
+            image[path.path[0]] = action.values[1].value
+        else:
+            return None
+    for name, attribute in instance.get_attributes().items():
+        if isinstance(attribute, VersionAttribute):
+            version = getattr(instance, name)
+            if version is None:
+                image.pop(attribute.attr_name, None)
+            else:
+                image[attribute.attr_name] = {NUMBER: attribute.serialize(version)}  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+    return image

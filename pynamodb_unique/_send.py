@@ -22,7 +22,7 @@ from pynamodb.exceptions import (
     UpdateError,
 )
 
-from ._plan import Plan
+from ._plan import Plan, RecordWrite
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
 
 _R = TypeVar("_R")
@@ -97,6 +97,12 @@ class Request:
     def transactional(self) -> bool:
         """Whether this is a TransactWriteItems request."""
         return self.operation == "TransactWriteItems"
+
+    def record_item(self) -> dict[str, Any]:
+        """The request item of the record's own write."""
+        return next(
+            item for action, item in zip(self.plan.sent(), self.items, strict=True) if isinstance(action, RecordWrite)
+        )
 
 
 class WriteFailed(Exception):
@@ -192,6 +198,33 @@ def _condition_reasons(exc: PynamoDBException) -> list[CancellationReason | None
         item = original.response.get("Item") if isinstance(original, ClientError) else None
         return [CancellationReason(code="ConditionalCheckFailed", raw_item=item)]
     return None
+
+
+def conditional_check_error(cause: PynamoDBException, operation: str, item: Any = None) -> ClientError:
+    """The botocore error a plain PynamoDB write raises for a failed condition, for ``cause``.
+
+    Handlers written for PynamoDB read ``e.cause_response_code == "ConditionalCheckFailedException"``
+    (PynamoDB's optimistic-locking docs). A single-item write already carries that error; for a
+    transaction the same error is built, its ``__cause__`` the transaction's own.
+
+    Args:
+        cause: the PynamoDB error of the request that failed.
+        operation: the operation a plain PynamoDB model would have sent (``PutItem``, ...).
+        item: the stored item DynamoDB returned (ALL_OLD), if any.
+    """
+    original = cause.cause
+    if isinstance(original, ClientError) and error_code(cause) == "ConditionalCheckFailedException":
+        return original
+    response: dict[str, Any] = {
+        "Error": {"Code": "ConditionalCheckFailedException", "Message": "The conditional request failed"},
+    }
+    if isinstance(original, ClientError):
+        response["ResponseMetadata"] = original.response.get("ResponseMetadata", {})
+    if item is not None:
+        response["Item"] = dict(item)
+    error = ClientError(response, operation)
+    error.__cause__ = original
+    return error
 
 
 def _send_once(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pynamodb.models import Model
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, is_lock_item, lock_owner, lock_table
 from ._plan import Planner, Stored
-from ._registry import holds_locks, maintains_locks, stored_class
+from ._registry import holds_locks, maintains_locks, planner_of, stored_class
 from .exceptions import InvalidUniqueValue
 
 _T = TypeVar("_T", bound=Model)
@@ -95,7 +95,7 @@ class UniqueState(Model):
         cls = type(self)
         stored_cls = stored_class(cls, item)
         loaded = stored_cls.from_raw_data(dict(item))
-        source = None if stored_cls is cls else stored_cls._uniq_planner
+        source = None if stored_cls is cls else planner_of(stored_cls)
         return Stored(exists=True, values=loaded._uniq_values(), source=source, item=item)  # noqa: SLF001
 
     def _uniq_prepare(self) -> tuple[tuple[Any, ...], Stored | None]:
@@ -162,6 +162,17 @@ class UniqueState(Model):
         """The lock key each constraint calls for with this instance's values (None: no lock)."""
         planner = self._uniq_planner
         return planner.keys(self._uniq_values()) if planner is not None else {}
+
+    def _uniq_key_item(self) -> dict[str, Any]:
+        """The record's key as DynamoDB JSON: the item an update creates before its actions apply."""
+        hash_key, range_key = self._get_hash_range_key_serialized_values()
+        attributes = self.get_attributes()
+        hash_attribute = attributes[str(self._hash_keyname)]
+        item = {hash_attribute.attr_name: {hash_attribute.attr_type: hash_key}}
+        if self._range_keyname is not None:
+            attribute = attributes[self._range_keyname]
+            item[attribute.attr_name] = {attribute.attr_type: range_key}
+        return item
 
     def _uniq_read_stored(self) -> dict[str, Any] | None:
         hash_key, range_key = self._get_hash_range_key_serialized_values()

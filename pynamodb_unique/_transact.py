@@ -208,7 +208,9 @@ class TransactWrite(_PynamoTransactWrite):
             self._raise_for(exc, meanings)
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
-            entry.instance._uniq_after_success(entry.op, entry.plan, entry.desired, entry.actions, {})  # noqa: SLF001
+            entry.instance._uniq_after_success(  # noqa: SLF001
+                entry.op, entry.plan, entry.desired, entry.actions, {}, load=False
+            )
         return response
 
     @staticmethod

@@ -31,6 +31,9 @@ class Violation:
         owner: the key of the record holding the value, ``(hash, range)`` or ``(hash,)``;
             None when DynamoDB did not say.
         instance: the model instance whose write wanted the value.
+        owner_model: the class name of the owner record's model (in a namespace shared by
+            several models, it may be another model than the writer's); None when the lock does
+            not say (locks written before 0.1).
     """
 
     constraint: str
@@ -38,6 +41,7 @@ class Violation:
     values: tuple[Any, ...]
     owner: tuple[Any, ...] | None
     instance: Any = field(default=None, compare=False, repr=False)
+    owner_model: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         if len(self.attributes) == 1:

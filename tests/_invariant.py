@@ -7,7 +7,7 @@ from typing import Any
 
 from pynamodb.models import Model
 
-from pynamodb_unique._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
+from pynamodb_unique._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from pynamodb_unique._keys import LOCK_PREFIX
 
 
@@ -74,7 +74,7 @@ def assert_invariant(model: type[Model]) -> None:
     """Lock items and live unique values match one to one; locks carry no profile data."""
     assert actual_locks(model) == expected_locks(model)
     range_attr = model._range_key_attribute()
-    allowed = {model._hash_key_attribute().attr_name, OWNER_HASH, OWNER_RANGE, CONSTRAINT}
+    allowed = {model._hash_key_attribute().attr_name, OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL}
     if range_attr is not None:
         allowed.add(range_attr.attr_name)
     for item in locks_and_records(model)[0].values():

@@ -14,7 +14,9 @@ from pynamodb_unique import explain
 
 
 def _sent(counter: RequestCounter) -> tuple[str, dict[str, Any]]:
-    (call,) = counter.calls
+    # A transactional update is followed by a GetItem of the item it returns (as ALL_NEW).
+    call, *after = counter.calls
+    assert [c.operation for c in after] in ([], ["GetItem"])
     params = {k: v for k, v in call.params.items() if k != "ReturnConsumedCapacity"}
     return call.operation, params
 

@@ -59,7 +59,15 @@ def test_create__one_transaction_with_guarded_puts(accounts: type[Account]) -> N
         # Free, or already this record's own (a resend after a lost response).
         assert lock["Put"]["ConditionExpression"] == "(attribute_not_exists (#0) OR (#1 = :0 AND #2 = :1))"
         assert lock["Put"]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
-        assert set(lock["Put"]["Item"]) == {"PK", "SK", "uniq_owner_hash", "uniq_owner_range", "uniq_constraint"}
+        assert set(lock["Put"]["Item"]) == {
+            "PK",
+            "SK",
+            "uniq_owner_hash",
+            "uniq_owner_range",
+            "uniq_constraint",
+            "uniq_owner_model",
+        }
+        assert lock["Put"]["Item"]["uniq_owner_model"] == {"S": "Account"}
     token = counter.params("TransactWriteItems")[0]["ClientRequestToken"]
     assert 1 <= len(token) <= 36
     assert actual_locks(accounts) == {
@@ -145,11 +153,17 @@ def test_update__non_unique__plain_update_item(accounts: type[Account]) -> None:
 
 
 def test_update__unique_change__transaction_and_local_state(accounts: type[Account]) -> None:
-    """update(actions) changing a unique value is one transaction; the instance reflects it."""
+    """update(actions) changing a unique value is one transaction, then returns and loads the item as PynamoDB."""
     ada = _ada(accounts)
     with RequestCounter(accounts) as counter:
-        ada.update(actions=[accounts.email.set("new@x.io"), accounts.username.remove(), accounts.bio.set("b")])
-    assert counter.operations == ["TransactWriteItems"]
+        response = ada.update(
+            actions=[accounts.email.set("new@x.io"), accounts.username.remove(), accounts.bio.set("b")]
+        )
+    # PynamoDB's update() returns the item after the write (ALL_NEW); a transaction returns none,
+    # so it is read once, consistently, after the commit.
+    assert counter.operations == ["TransactWriteItems", "GetItem"]
+    assert counter.params("GetItem")[0]["ConsistentRead"] is True
+    assert response["Attributes"] == next(i for i in raw_items(accounts) if i["PK"] == {"S": "ACCT#a1f9c3"})
     assert (ada.email, ada.username, ada.bio) == ("new@x.io", None, "b")
     stored = accounts.get("ACCT#a1f9c3", "PROFILE")
     assert (stored.email, stored.username, stored.bio) == ("new@x.io", None, "b")

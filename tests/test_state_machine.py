@@ -340,14 +340,10 @@ class AccountMachine(RuleBasedStateMachine):
         self._check(predicted, lambda: handle.instance.update(actions=actions))
         if predicted.kind == "ok":
             record = self.table.records[pk] = _apply(self.table.records.get(pk, {}), changes)
-            if predicted.transactional:
-                # A transaction returns no item: only the literal actions reach the instance.
-                handle.attrs.update(changes)
-                handle.belief = Belief(exists=True, values=predicted.desired)
-            else:
-                # UpdateItem returns the stored item, which the instance loads.
-                handle.attrs = _full(record)
-                handle.belief = Belief(exists=True, values=record)
+            # As PynamoDB's update(): the instance loads the stored item after the write (ALL_NEW),
+            # whether it went as an UpdateItem or as a transaction.
+            handle.attrs = _full(record)
+            handle.belief = Belief(exists=True, values=record)
         self._instance_as_predicted(handle)
 
     @precondition(lambda self: self.handles)
