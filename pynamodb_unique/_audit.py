@@ -15,14 +15,28 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._constraint import OWNER_HASH
+from ._filters import matches
 from ._keys import LOCK_PREFIX
-from ._locks import LockTable, lock_owner
+from ._locks import LockTable, is_lock_item, lock_owner
+from ._registry import (
+    TableId,
+    constraints_of,
+    declaring,
+    discriminator,
+    family,
+    item_filter,
+    lock_table_id,
+    planner_of,
+    stored_class,
+    table_id,
+    table_neighbours,
+)
 from ._requests import owner_key
 from ._scan import Page, scan_pages
 from .exceptions import UniqueConfigError, UniqueError
 
 if TYPE_CHECKING:
+    from ._constraint import Constraint
     from ._mixin import UniqueMixin
     from ._plan import Planner
 
@@ -71,6 +85,7 @@ class Problem:
         holders: the keys of the records holding the value.
         audited: each involved record's unique values as the audit read them (None: the
             record does not exist); repair's conditions check that they are unchanged.
+        models: the model class of each involved record that exists.
     """
 
     kind: ClassVar[str] = "problem"
@@ -82,6 +97,7 @@ class Problem:
     owner: RecordKey | None
     holders: tuple[RecordKey, ...]
     audited: Mapping[RecordKey, Audited | None] = field(default_factory=dict, repr=False, compare=False)
+    models: Mapping[RecordKey, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def describe(self) -> str:
         """One line for a person."""
@@ -207,92 +223,206 @@ def unique_planner(model: type[UniqueMixin]) -> Planner:
     Raises:
         UniqueConfigError: ``model`` is not a ``UniqueMixin`` model with unique constraints.
     """
-    planner: Planner | None = getattr(model, "_uniq_planner", None)
+    planner = planner_of(model)
     if planner is None or not planner.constraints:
         msg = f"{getattr(model, '__name__', model)!r} is not a UniqueMixin model with unique constraints"
         raise UniqueConfigError(msg)
     return planner
 
 
+@dataclass(frozen=True)
+class _Group:
+    """Models whose records one scanned table holds, told apart by a filter or a discriminator."""
+
+    root: type[UniqueMixin]
+    members: tuple[type[UniqueMixin], ...]
+    condition: Any
+    polymorphic: bool
+
+    def owner(self, item: Mapping[str, Any], *, alone: bool) -> tuple[bool, type[UniqueMixin] | None]:
+        """(whether the item is this group's, its class among the members or None)."""
+        if self.condition is not None and not matches(self.condition, item):
+            return False, None
+        if not self.polymorphic:
+            return True, self.root
+        attribute = discriminator(self.root)
+        if not item.get(attribute.attr_name):
+            # No class stored: a record of the family's root when the root stores none, if nothing
+            # else can claim the item.
+            root_is_plain = planner_of(self.root) is not None and planner_of(self.root).kind is None  # type: ignore[union-attr] # checked on the left.
+            mine = root_is_plain and (alone or self.condition is not None)
+            return mine, (self.root if mine and self.root in self.members else None)
+        stored = stored_class(self.root, item)
+        return True, stored if stored in self.members else None
+
+
+class _Scope:
+    """What one audit reads: the namespaces of a model and every registered model sharing them."""
+
+    def __init__(self, model: type[UniqueMixin]) -> None:
+        self.model = model
+        audited = [m for m in family(model) if issubclass(m, model)] or [model]
+        ordered = [c for m in audited for c in constraints_of(m)]
+        self.names = list(dict.fromkeys(c.name for c in ordered))
+        if not self.names:
+            unique_planner(model)  # Raises: nothing to audit.
+        names = set(self.names)
+        members: set[type[Any]] = {m for m in declaring(model, names) if constraints_of(m)}
+        members.update(m for m in audited if constraints_of(m))
+        self.members = members
+        # Records tables (by identity) and the groups each holds, filtered groups first.
+        self.tables: dict[TableId, list[_Group]] = {}
+        roots: dict[Any, type[Any]] = {}
+        for member in sorted(members, key=lambda m: len(m.__mro__)):
+            attribute = discriminator(member)
+            key = attribute if attribute is not None else member
+            roots.setdefault(key, member)
+        for key, root in roots.items():
+            polymorphic = key is not root
+            group_members = tuple(m for m in members if (discriminator(m) is key) or m is root)
+            group = _Group(root, group_members, item_filter(root), polymorphic)
+            self.tables.setdefault(table_id(root), []).append(group)
+        for groups in self.tables.values():
+            groups.sort(key=lambda g: (g.condition is None, not g.polymorphic))
+
+    def catch_all(self) -> list[type[UniqueMixin]]:
+        """Models that would read every item of their table as theirs (no filter, no discriminator)."""
+        return [g.root for groups in self.tables.values() for g in groups if g.condition is None and not g.polymorphic]
+
+    def check_shared(self, foreign_lock_names: set[str], lock_table: TableId) -> None:
+        """Refuse to guess which items are whose in a table that other models share.
+
+        Raises:
+            UniqueError: a model without ``unique_item_filter`` or discriminator shares its table
+                with another model's records or locks.
+        """
+        for root in self.catch_all():
+            groups = self.tables[table_id(root)]
+            others = [
+                m.__name__
+                for m in table_neighbours(root)
+                if not issubclass(m, root) and not issubclass(root, m) and m not in self.members - {root}
+            ]
+            others += [g.root.__name__ for g in groups if g.root is not root]
+            own = {c.name for c in constraints_of(root)}
+            strangers = sorted(foreign_lock_names - own) if table_id(root) == lock_table else []
+            if others or strangers:
+                seen = f"models {sorted(set(others))}" if others else f"locks of constraints {strangers}"
+                msg = (
+                    f"{root.__name__}: its table {root.Meta.table_name!r} also holds {seen}; set "
+                    f"{root.__name__}.Meta.unique_item_filter = lambda model: <a condition its records meet> "
+                    "(or use a discriminator) so audit, repair and backfill can tell its records apart; "
+                    "nothing was written"
+                )
+                raise UniqueError(msg)
+
+    def owner(self, table: TableId, item: Mapping[str, Any]) -> type[UniqueMixin] | None:
+        """The model of the scanned record ``item`` among the audited ones, or None."""
+        groups = self.tables[table]
+        for group in groups:
+            mine, cls = group.owner(item, alone=len(groups) == 1)
+            if mine:
+                return cls
+        return None
+
+
 class _Collector:
     """Sorts scanned items into records and locks; thread-safe (one merge per page)."""
 
-    def __init__(self, model: type[UniqueMixin], planner: Planner, locks: LockTable) -> None:
-        self.model = model
-        self.planner = planner
+    def __init__(self, scope: _Scope, locks: LockTable) -> None:
+        self.scope = scope
         self.lock_table = locks
-        self.by_name = {c.name: c for c in planner.constraints}
+        self.names = set(scope.names)
         self.mutex = threading.Lock()
         self.scanned = 0
+        self.foreign_lock_names: set[str] = set()
         # Bounded by the table: one entry per record, per live value and per lock.
-        self.records: dict[RecordKey, tuple[Any, ...]] = {}
+        self.records: dict[RecordKey, tuple[type[UniqueMixin], tuple[Any, ...]]] = {}
         self.holders: dict[str, RecordKey] = {}
         self.more_holders: dict[str, list[RecordKey]] = {}
         self.locks: dict[str, RecordKey | None] = {}
 
-    def _lock_entry(self, item: dict[str, Any]) -> tuple[str, RecordKey | None] | None:
-        """(lock key, owner) when ``item`` is a lock of the model's constraints."""
+    def _lock_entry(self, item: dict[str, Any]) -> tuple[str, RecordKey | None] | str | None:
+        """(lock key, owner) of a lock of the audited namespaces; another lock's constraint name."""
         locks = self.lock_table
         lock_key = item.get(locks.hash_name, {}).get("S")
         if not isinstance(lock_key, str) or not lock_key.startswith(LOCK_PREFIX):
             return None
-        if constraint_name(lock_key) not in self.by_name:
-            return None  # Another model's lock.
         if locks.range_name is not None and item.get(locks.range_name, {}).get("S") != locks.range_value:
             return None
+        name = constraint_name(lock_key)
+        if name not in self.names:
+            return name  # Another model's lock.
         return lock_key, lock_owner(item)
 
-    def _record_entry(self, item: dict[str, Any]) -> tuple[RecordKey, tuple[Any, ...], dict[str, str | None]]:
-        """(key, unique values, lock keys) of a record, as the library itself computes them."""
+    def _record_entry(
+        self, model: type[UniqueMixin], item: dict[str, Any]
+    ) -> tuple[RecordKey, type[UniqueMixin], tuple[Any, ...], dict[str, str | None]]:
+        """(key, model, unique values, lock keys) of a record, as the library itself computes them."""
         try:
-            instance = self.model.from_raw_data(item)
+            instance = model.from_raw_data(item)
             values = instance._uniq_values()  # noqa: SLF001 - the core's reading of a record.
-            return owner_key(instance), tuple(values.values()), instance._uniq_lock_keys()  # noqa: SLF001
+            keys = instance._uniq_lock_keys()  # noqa: SLF001
+            return owner_key(instance), model, tuple(values.values()), keys
         except Exception as exc:
-            meta = self.model._get_connection().get_meta_table()  # noqa: SLF001 - the model's table schema.
+            meta = model._get_connection().get_meta_table()  # noqa: SLF001 - the model's table schema.
             key = {name: item.get(name) for name in (meta.hash_keyname, meta.range_keyname) if name}
-            msg = f"{self.model.__name__}: cannot read the item {key} as a record: {exc}"
+            msg = f"{model.__name__}: cannot read the item {key} as a record: {exc}"
             raise UniqueError(msg) from exc
 
-    def add_page(self, items: Page, *, records: bool, locks: bool) -> None:
-        """Sort one page of the model's table (``records``) and/or its lock table (``locks``)."""
+    def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
+        """Sort one page of a records ``table`` and/or of the lock table (``locks``)."""
         found_locks = []
         found_records = []
+        strangers: set[str] = set()
         for item in items:
-            # In a shared table an item is a lock if it names an owner or has a lock key; in a
-            # separate lock table every item is a candidate; a record never names an owner.
+            # A record never carries a lock's owner fields; in a separate lock table every item
+            # is a candidate lock.
             hash_value = item.get(self.lock_table.hash_name, {}).get("S")
-            lock_like = OWNER_HASH in item or (
+            lock_like = is_lock_item(item) or (
                 locks and isinstance(hash_value, str) and hash_value.startswith(LOCK_PREFIX)
             )
-            if records and not lock_like:
-                found_records.append(self._record_entry(item))
-            elif locks and (entry := self._lock_entry(item)) is not None:
-                found_locks.append(entry)
+            if lock_like or (locks and table is None):
+                entry = self._lock_entry(item) if locks else None
+                if isinstance(entry, str):
+                    strangers.add(entry)
+                elif entry is not None:
+                    found_locks.append(entry)
+            elif table is not None and (model := self.scope.owner(table, item)) is not None:
+                found_records.append(self._record_entry(model, item))
         with self.mutex:
             self.scanned += len(items)
+            self.foreign_lock_names |= strangers
             self.locks.update(found_locks)
-            for key, values, lock_keys in found_records:
-                self.records[key] = values
-                for lock_key in lock_keys.values():
-                    if lock_key is not None and self.holders.setdefault(lock_key, key) != key:
+            for key, model, values, lock_keys in found_records:
+                self.records[key] = (model, values)
+                for name, lock_key in lock_keys.items():
+                    if lock_key is not None and name in self.names and self.holders.setdefault(lock_key, key) != key:
                         self.more_holders.setdefault(lock_key, []).append(key)
 
     def _audited(self, key: RecordKey) -> Audited | None:
-        values = self.records.get(key)
-        return None if values is None else dict(zip(self.planner.unique_names, values, strict=True))
+        found = self.records.get(key)
+        if found is None:
+            return None
+        model, values = found
+        return dict(zip(unique_planner_names(model), values, strict=True))
+
+    def _constraint(self, key: RecordKey, name: str) -> Constraint:
+        model = self.records[key][0]
+        return next(c for c in constraints_of(model) if c.name == name)
 
     def problems(self) -> list[Problem]:
         """Compare live values with locks, once the scan is complete."""
         found: list[Problem] = []
         for lock_key, holder in self.holders.items():
-            constraint = self.by_name[constraint_name(lock_key)]
+            name = constraint_name(lock_key)
             holders = tuple(sorted((holder, *self.more_holders.get(lock_key, ()))))
             owner = self.locks.get(lock_key)
             involved = holders if owner is None else (*holders, owner)
             audited = {key: self._audited(key) for key in involved}
-            values = constraint.values(audited[holders[0]] or {})
-            args = (constraint.name, lock_key, values, owner, holders, audited)
+            models = {key: self.records[key][0] for key in involved if key in self.records}
+            values = self._constraint(holders[0], name).values(audited[holders[0]] or {})
+            args = (name, lock_key, values, owner, holders, audited, models)
             if len(holders) > 1:
                 found.append(DuplicateValue(*args))
             elif lock_key not in self.locks:
@@ -302,11 +432,18 @@ class _Collector:
         for lock_key, owner in self.locks.items():
             if lock_key not in self.holders:
                 audited = {} if owner is None else {owner: self._audited(owner)}
-                found.append(OrphanedLock(constraint_name(lock_key), lock_key, None, owner, (), audited))
-        order = {name: i for i, name in enumerate(self.by_name)}
+                models = {owner: self.records[owner][0]} if owner in self.records else {}
+                found.append(OrphanedLock(constraint_name(lock_key), lock_key, None, owner, (), audited, models))
+        order = {name: i for i, name in enumerate(self.scope.names)}
         kinds = {kind.kind: i for i, kind in enumerate(PROBLEM_TYPES)}
         found.sort(key=lambda p: (order[p.constraint], kinds[p.kind], p.lock_key))
         return found
+
+
+def unique_planner_names(model: type[UniqueMixin]) -> tuple[str, ...]:
+    """The attributes a model's records are audited on (its planner's unique names)."""
+    planner = planner_of(model)
+    return planner.unique_names if planner is not None else ()
 
 
 def audit(
@@ -334,27 +471,32 @@ def audit(
         UniqueError: an item of the table cannot be read as a record of ``model``.
         pynamodb.exceptions.ScanError: DynamoDB refused the scan (missing table, no access).
     """
-    planner = unique_planner(model)
+    scope = _Scope(model)
     locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
-    collector = _Collector(model, planner, locks)
+    lock_id = lock_table_id(model)
+    scope.check_shared(set(), lock_id)
+    collector = _Collector(scope, locks)
 
-    def reader(*, records: bool, locks: bool) -> Callable[[Page], None]:
+    def reader(table: TableId | None, *, locks: bool) -> Callable[[Page], None]:
         def on_page(items: Page) -> None:
-            collector.add_page(items, records=records, locks=locks)
+            collector.add_page(items, table=table, locks=locks)
             if progress is not None:
                 progress(len(items))
 
         return on_page
 
+    for ident, groups in scope.tables.items():
+        connection = groups[0].root._get_connection()  # noqa: SLF001 - the model's own connection.
+        scan_pages(connection, reader(ident, locks=ident == lock_id), segments=segments, max_rate=max_rate)
+    if lock_id not in scope.tables:
+        scan_pages(locks.connection, reader(None, locks=True), segments=segments, max_rate=max_rate)
+    scope.check_shared(collector.foreign_lock_names, lock_id)
     table = model._get_connection()  # noqa: SLF001 - the model's own connection.
-    scan_pages(table, reader(records=True, locks=locks.shared), segments=segments, max_rate=max_rate)
-    if not locks.shared:
-        scan_pages(locks.connection, reader(records=False, locks=True), segments=segments, max_rate=max_rate)
     return AuditReport(
         model=model.__name__,
         table=table.table_name,
         lock_table=locks.table_name,
-        constraints=tuple(collector.by_name),
+        constraints=tuple(scope.names),
         scanned=collector.scanned,
         records=len(collector.records),
         locks=len(collector.locks),

@@ -9,7 +9,7 @@ clash, refused when the second class is defined.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .exceptions import UniqueConfigError
@@ -22,26 +22,28 @@ if TYPE_CHECKING:
 
 _M = TypeVar("_M", bound="Model")
 
-#: Where a table lives: (region, host, table name).
-TableId = tuple[str | None, str | None, str]
+#: A table, by name: what Meta says now (hosts and tables set after class definition count).
+TableId = str
 
 _mutex = threading.Lock()
-# Lock table -> (module, qualified name) -> model. A class defined again under the same module and
-# qualified name (a reload, a test) replaces its earlier registration.
-_by_lock_table: dict[TableId, dict[tuple[str, str], type[Model]]] = {}
-# Records table -> the same, for every concrete unique model whose records live there.
-_by_table: dict[TableId, dict[tuple[str, str], type[Model]]] = {}
+# (module, qualified name, table at definition) -> model. A class defined again under the same
+# module and qualified name for the same table (a reload, a test) replaces its earlier registration.
+_models: dict[tuple[str, str, str], type[Model]] = {}
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
-    """The identity of ``model``'s table (or of ``table_name`` in the same region and host)."""
-    meta = model.Meta
-    return (getattr(meta, "region", None), getattr(meta, "host", None), table_name or meta.table_name)
+    """The identity of ``model``'s table (or of ``table_name``, in the same account and region)."""
+    return str(table_name or model.Meta.table_name)
 
 
 def lock_table_id(model: type[Model]) -> TableId:
     """The identity of the table that holds ``model``'s locks."""
     return table_id(model, getattr(model.Meta, "unique_lock_table", None))
+
+
+def _registered() -> list[type[Model]]:
+    with _mutex:
+        return list(_models.values())
 
 
 def planner_of(model: type[Model]) -> Planner | None:
@@ -85,39 +87,30 @@ def register(model: type[Model]) -> None:
     Raises:
         UniqueConfigError: a constraint name clashes with another model's in the same lock table.
     """
-    ident = (model.__module__, model.__qualname__)
+    ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
     mine = constraints_of(model)
     with _mutex:
-        for other in _by_lock_table.get(locks, {}).values():
-            if (other.__module__, other.__qualname__) == ident:
+        for key, other in _models.items():
+            if key == ident or lock_table_id(other) != locks:
                 continue
             theirs = {c.name: c for c in constraints_of(other)}
             for constraint in mine:
                 if constraint.name in theirs:
                     _check(model, other, constraint, theirs[constraint.name])
-        _by_lock_table.setdefault(locks, {})[ident] = model
-        _by_table.setdefault(table_id(model), {})[ident] = model
-
-
-def lock_neighbours(model: type[Model]) -> Iterator[type[Model]]:
-    """The registered models that keep locks in ``model``'s lock table, ``model`` included."""
-    with _mutex:
-        models = list(_by_lock_table.get(lock_table_id(model), {}).values())
-    return (m for m in models if constraints_of(m))
+        _models[ident] = model
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
     """The registered models whose records live in ``model``'s table, ``model`` included."""
-    with _mutex:
-        return list(_by_table.get(table_id(model), {}).values())
+    table = table_id(model)
+    return [m for m in _registered() if table_id(m) == table]
 
 
 def holds_locks(model: type[Model]) -> bool:
     """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
-    with _mutex:
-        models = list(_by_lock_table.get(table_id(model), {}).values())
-    return any(constraints_of(m) for m in models)
+    table = table_id(model)
+    return any(constraints_of(m) and lock_table_id(m) == table for m in _registered())
 
 
 def family(model: type[Model]) -> list[type[Model]]:
@@ -158,3 +151,17 @@ def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
         return model
     found: type[_M] = attribute.deserialize(next(iter(value.values())))
     return found
+
+
+def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
+    """The registered models keeping locks in ``model``'s lock table under any of ``names``."""
+    locks = lock_table_id(model)
+    return [
+        m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in constraints_of(m))
+    ]
+
+
+def item_filter(model: type[Model]) -> Any:
+    """``Meta.unique_item_filter(model)``: the condition its records meet in a shared table, or None."""
+    make = getattr(model.Meta, "unique_item_filter", None)
+    return None if make is None else make(model)

@@ -19,7 +19,6 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
 from ._audit import (
-    Audited,
     AuditReport,
     DuplicateValue,
     ForeignLock,
@@ -28,10 +27,10 @@ from ._audit import (
     Problem,
     RecordKey,
     audit,
-    unique_planner,
 )
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_RANGE
-from ._plan import compare_and_swap
+from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._plan import Stored
+from ._registry import planner_of
 from ._send import retrying
 
 if TYPE_CHECKING:
@@ -122,53 +121,73 @@ class _Write:
 
 
 class _Fixer:
-    """Builds and sends the fixes of one model's problems."""
+    """Builds and sends the fixes of one model's problems (records of every model in its namespaces)."""
 
     def __init__(self, model: type[UniqueMixin]) -> None:
-        self.planner = unique_planner(model)
+        self.model = model
         self.locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
         self.table = model._get_connection()  # noqa: SLF001 - the model's own connection.
-        meta = self.table.get_meta_table()
-        self.hash_name = meta.hash_keyname
-        types = meta.get_attribute_type
-        self.key_types = tuple(types(name) for name in (meta.hash_keyname, meta.range_keyname) if name)
 
-    def _typed(self, position: int, value: Any) -> dict[str, Any]:
+    @staticmethod
+    def _key_types(model: type[Any]) -> tuple[str, ...]:
+        meta = model._get_connection().get_meta_table()  # noqa: SLF001 - the model's table schema.
+        types = meta.get_attribute_type
+        return tuple(types(name) for name in (meta.hash_keyname, meta.range_keyname) if name)
+
+    def _model(self, problem: Problem, key: RecordKey) -> type[Any]:
+        """The model of an involved record: as audited, else the audited model."""
+        model: type[Any] = problem.models.get(key, self.model)
+        return model
+
+    def _typed(self, model: type[Any], position: int, value: Any) -> dict[str, Any]:
         """An owner field typed as the record's key attribute (lock items store them so)."""
         if isinstance(value, (bytes, bytearray)):
             return {BINARY: bytes(value)}
-        kind = self.key_types[position] if position < len(self.key_types) else STRING
+        key_types = self._key_types(model)
+        kind = key_types[position] if position < len(key_types) else STRING
         return {STRING if kind == BINARY else kind: value}
 
-    def record_check(self, key: RecordKey, audited: Audited | None) -> dict[str, Any] | None:
+    def record_check(self, problem: Problem, key: RecordKey) -> dict[str, Any] | None:
         """ConditionCheck: the record is as audited (None: a key no record of the model can have)."""
-        if len(key) != len(self.key_types):
+        model = self._model(problem, key)
+        if len(key) != len(self._key_types(model)):
             return None
-        if audited is None:
-            condition: Condition | None = Path(self.hash_name).does_not_exist()
+        audited = problem.audited.get(key)
+        planner = planner_of(model)
+        condition: Condition | None
+        if audited is None or planner is None:
+            condition = Path(model._get_connection().get_meta_table().hash_keyname).does_not_exist()  # noqa: SLF001
         else:
-            condition = compare_and_swap(self.planner.attributes, self.planner.unique_names, audited)
+            # The record's unique values and, for a polymorphic model, its class.
+            condition = planner.cas(Stored(exists=True, values=audited))
         range_key = key[1] if len(key) > 1 else None
-        check: dict[str, Any] = self.table.get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
+        table = model._get_connection()  # noqa: SLF001 - the record's own table.
+        check: dict[str, Any] = table.get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
         return check
 
-    def owned_by(self, owner: RecordKey | None) -> Condition:
+    def owned_by(self, problem: Problem, owner: RecordKey | None) -> Condition:
         """Condition on a lock item: it exists and its owner fields are exactly ``owner``."""
         condition: Condition
         if owner is None:
             condition = Path(self.locks.hash_name).exists() & Path(OWNER_HASH).does_not_exist()
             return condition
-        condition = Path(OWNER_HASH) == self._typed(0, owner[0])
+        model = self._model(problem, owner)
+        condition = Path(OWNER_HASH) == self._typed(model, 0, owner[0])
         if len(owner) > 1:
-            condition &= Path(OWNER_RANGE) == self._typed(1, owner[1])
+            condition &= Path(OWNER_RANGE) == self._typed(model, 1, owner[1])
         else:
             condition &= Path(OWNER_RANGE).does_not_exist()
         return condition
 
     def lock_put(self, problem: Problem, holder: RecordKey, condition: Condition) -> dict[str, Any]:
-        attributes = {OWNER_HASH: self._typed(0, holder[0]), CONSTRAINT: {STRING: problem.constraint}}
+        model = self._model(problem, holder)
+        attributes = {
+            OWNER_HASH: self._typed(model, 0, holder[0]),
+            CONSTRAINT: {STRING: problem.constraint},
+            OWNER_MODEL: {STRING: model.__name__},
+        }
         if len(holder) > 1:
-            attributes[OWNER_RANGE] = self._typed(1, holder[1])
+            attributes[OWNER_RANGE] = self._typed(model, 1, holder[1])
         put: dict[str, Any] = self.locks.connection.get_operation_kwargs(
             problem.lock_key, self.locks.range_value, key=ITEM, attributes=attributes, condition=condition
         )
@@ -177,27 +196,27 @@ class _Fixer:
     def plan(self, problem: Problem) -> tuple[FixAction, _Write | None]:
         """The fix of one problem, or ``none``."""
         write = _Write()
-        owner, audited = problem.owner, problem.audited
+        owner = problem.owner
         if isinstance(problem, OrphanedLock):
             if owner is not None:
-                write.add("checks", self.record_check(owner, audited.get(owner)), "the owner record changed")
+                write.add("checks", self.record_check(problem, owner), "the owner record changed")
             delete: dict[str, Any] = self.locks.connection.get_operation_kwargs(
-                problem.lock_key, self.locks.range_value, key=KEY, condition=self.owned_by(owner)
+                problem.lock_key, self.locks.range_value, key=KEY, condition=self.owned_by(problem, owner)
             )
             write.add("deletes", delete, "the lock changed")
             return "delete", write
         if isinstance(problem, MissingLock):
             (holder,) = problem.holders
-            write.add("checks", self.record_check(holder, audited.get(holder)), "the record changed")
+            write.add("checks", self.record_check(problem, holder), "the record changed")
             put = self.lock_put(problem, holder, Path(self.locks.hash_name).does_not_exist())
             write.add("puts", put, "a lock was created meanwhile")
             return "create", write
         if isinstance(problem, ForeignLock):
             (holder,) = problem.holders
             if owner is not None:
-                write.add("checks", self.record_check(owner, audited.get(owner)), "the owner record changed")
-            write.add("checks", self.record_check(holder, audited.get(holder)), "the holder changed")
-            write.add("puts", self.lock_put(problem, holder, self.owned_by(owner)), "the lock changed")
+                write.add("checks", self.record_check(problem, owner), "the owner record changed")
+            write.add("checks", self.record_check(problem, holder), "the holder changed")
+            write.add("puts", self.lock_put(problem, holder, self.owned_by(problem, owner)), "the lock changed")
             return "move", write
         return "none", None
 

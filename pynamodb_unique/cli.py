@@ -12,6 +12,7 @@ import base64
 import binascii
 import importlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -62,6 +63,9 @@ def load_model(path: str, endpoint: str | None = None) -> Model:
     module_name, _, class_name = path.partition(":")
     if not module_name or not class_name:
         _fail(f"expected a model as package.module:ClassName, got {path!r}")
+    # As alembic, flask and celery: the project folder the command runs in is importable.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's model path.

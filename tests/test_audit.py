@@ -39,6 +39,7 @@ from pynamodb_unique import (
     OrphanedLock,
     UniqueAttribute,
     UniqueConfigError,
+    UniqueError,
     UniqueMixin,
     UniqueViolation,
     audit,
@@ -116,7 +117,7 @@ def test_audit__json_lists_only_the_problems(damaged: type[Account]) -> None:
 
 
 def test_audit__ignores_other_models_items(backend: Backend) -> None:
-    """Locks of other constraints and items that are no lock of this model are left out."""
+    """With unique_item_filter, locks of other constraints and other models' items are left out."""
     model = bind_accounts(backend)
     model(pk=ADA[0], email="ada@lovelace.io").save()
     put_lock(model, "UNIQ#SKU#a-1", ("ORDER#1", "ORDER"), "SKU")
@@ -124,6 +125,11 @@ def test_audit__ignores_other_models_items(backend: Backend) -> None:
     client(model).put_item(
         TableName=model.Meta.table_name, Item={"PK": {"S": "UNIQ#EMAIL#x@y.z"}, "SK": {"S": "HISTORY"}}
     )
+    client(model).put_item(TableName=model.Meta.table_name, Item={"PK": {"S": "ORDER#1"}, "SK": {"S": "ORDER"}})
+    # Another model's locks in the table: without a filter, audit refuses to guess whose items are whose.
+    with pytest.raises(UniqueError, match="unique_item_filter"):
+        audit(model)
+    model.Meta.unique_item_filter = lambda m: m.sk == "PROFILE"  # type: ignore[attr-defined]
     report = audit(model)
     assert _found(report) == {("orphaned", "UNIQ#EMAIL#x@y.z")}
     assert report.locks == 2

@@ -298,6 +298,19 @@ def test_installed_command__audit_and_repair_in_a_subprocess(tmp_path: Path, dyn
     assert (broken.returncode, broken.stdout) == (2, "")
     assert broken.stderr.startswith("Error: cannot import 'no_such_module'")
     assert "Traceback" not in broken.stderr
+    # From the project folder, without PYTHONPATH: the folder is importable (as alembic, flask).
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    here = subprocess.run(  # noqa: S603
+        [*command, "audit", *target, "--json"],
+        env=bare,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert here.returncode == 1, here.stderr
+    assert [p["kind"] for p in json.loads(here.stdout)["problems"]] == ["duplicate"]
 
 
 def test_library__imports_without_the_cli_extra() -> None:
