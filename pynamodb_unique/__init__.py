@@ -16,6 +16,7 @@ from ._explain import LockInfo as LockInfo
 from ._explain import explain as explain
 from ._explain import inspect as inspect
 from ._locks import create_lock_table as create_lock_table
+from ._locks import is_lock_item as is_lock_item
 from ._mixin import UniqueMixin as UniqueMixin
 from ._repair import Fix as Fix
 from ._repair import RepairReport as RepairReport
@@ -67,5 +68,6 @@ __all__ = [
     "create_lock_table",
     "explain",
     "inspect",
+    "is_lock_item",
     "repair",
 ]

@@ -273,13 +273,15 @@ class _Scope:
         # Records tables (by identity) and the groups each holds, filtered groups first.
         self.tables: dict[TableId, list[_Group]] = {}
         roots: dict[Any, type[Any]] = {}
+        # A polymorphic family is one group (its discriminator attribute is shared), rooted at its
+        # most general member; any other model is a group of its own.
         for member in sorted(members, key=lambda m: len(m.__mro__)):
             attribute = discriminator(member)
-            key = attribute if attribute is not None else member
-            roots.setdefault(key, member)
-        for key, root in roots.items():
-            polymorphic = key is not root
-            group_members = tuple(m for m in members if (discriminator(m) is key) or m is root)
+            roots.setdefault(id(attribute) if attribute is not None else member, member)
+        for root in roots.values():
+            attribute = discriminator(root)
+            polymorphic = attribute is not None
+            group_members = tuple(m for m in members if m is root or (polymorphic and discriminator(m) is attribute))
             group = _Group(root, group_members, item_filter(root), polymorphic)
             self.tables.setdefault(table_id(root), []).append(group)
         for groups in self.tables.values():

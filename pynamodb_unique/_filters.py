@@ -74,11 +74,11 @@ def _comparable(value: Any) -> tuple[str, Any] | None:
     if not isinstance(value, dict) or len(value) != 1:
         return None
     (kind, inner), *_ = value.items()
-    if kind == "S":
+    if kind == "S" and isinstance(inner, str):
         return kind, inner.encode("utf-8")
-    if kind == "N":
+    if kind == "N" and isinstance(inner, (str, int, Decimal)):
         return kind, Decimal(inner)
-    if kind == "B":
+    if kind == "B" and isinstance(inner, (bytes, bytearray)):
         return kind, bytes(inner)
     return None
 

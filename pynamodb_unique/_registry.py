@@ -156,9 +156,7 @@ def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
 def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
     """The registered models keeping locks in ``model``'s lock table under any of ``names``."""
     locks = lock_table_id(model)
-    return [
-        m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in constraints_of(m))
-    ]
+    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in constraints_of(m))]
 
 
 def item_filter(model: type[Model]) -> Any:
