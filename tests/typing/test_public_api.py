@@ -60,6 +60,8 @@ def test_types__errors_carry_typed_context() -> None:
     """Violations and errors expose typed fields."""
     violation = Violation("EMAIL", ("email",), ("e",), ("p",))
     assert_type(violation.owner, tuple[Any, ...] | None)
+    assert_type(violation.owner_model, str | None)
+    assert_type(pynamodb_unique.is_lock_item({"PK": {"S": "UNIQ#EMAIL#e"}}), bool)
     error = UniqueViolation([violation])
     assert_type(error.violations, tuple[Violation, ...])
     assert_type(error.attributes, tuple[str, ...])
