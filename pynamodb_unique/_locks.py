@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.connection import TableConnection
@@ -51,10 +52,102 @@ class LockTable:
 
     def key(self, lock_key: str) -> dict[str, dict[str, str]]:
         """The DynamoDB key of the lock item for ``lock_key``."""
+        return self.codec.key(lock_key)
+
+    @cached_property
+    def codec(self) -> LockCodec:
+        """The lock item's requests in this table."""
+        return LockCodec(self.table_name, self.hash_name, self.range_name)
+
+
+class LockCodec:
+    """The lock item's requests as ready DynamoDB JSON, for one lock table.
+
+    The expressions are fixed per lock table and owner-key shape, so they are built once; a call
+    only fills in the lock key and the owner's values. The result equals what PynamoDB's
+    ``get_operation_kwargs`` builds from the same conditions (a unit test compares them), without
+    its expression machinery on every write.
+    """
+
+    def __init__(self, table_name: str, hash_name: str, range_name: str | None) -> None:
+        self.table_name = table_name
+        self.hash_name = hash_name
+        self.range_name = range_name
+
+    def key(self, lock_key: str) -> dict[str, dict[str, str]]:
+        """The DynamoDB key of the lock item for ``lock_key``."""
         key = {self.hash_name: {"S": lock_key}}
         if self.range_name is not None:
             key[self.range_name] = {"S": LOCK_RANGE_KEY}
         return key
+
+    def _names(self, owner: Mapping[str, Any]) -> dict[str, str]:
+        names = {"#0": self.hash_name, "#1": OWNER_HASH}
+        if len(owner) > 1:
+            names["#2"] = OWNER_RANGE
+        return names
+
+    @staticmethod
+    def _owned(owner: Mapping[str, Any], first: int) -> str:
+        """``owner_hash = :a AND owner_range = :b``, its values numbered from ``first``."""
+        parts = [f"#{i + 1} = :{first + i}" for i in range(len(owner))]
+        return parts[0] if len(parts) == 1 else f"({' AND '.join(parts)})"
+
+    @staticmethod
+    def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
+        fields = [value for owner in owners for value in owner.values()]
+        return {f":{i}": value for i, value in enumerate(fields)}
+
+    def put(
+        self,
+        lock_key: str,
+        owner: Mapping[str, Any],
+        constraint: str,
+        model: str,
+        previous: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Put: take the value when the lock is free or already ``owner``'s (or ``previous``'s: a transfer).
+
+        Args:
+            lock_key: the value's lock key.
+            owner: the owner fields (``uniq_owner_hash``, ``uniq_owner_range``), typed.
+            constraint: the constraint's name.
+            model: the owner record's model class name.
+            previous: the owner fields of a record releasing the value in the same transaction.
+        """
+        condition = f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})"
+        if previous is not None:
+            condition = f"({condition} OR {self._owned(previous, len(owner))})"
+        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        return {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ExpressionAttributeNames": self._names(owner),
+            "ExpressionAttributeValues": self._values(owner) if previous is None else self._values(owner, previous),
+        }
+
+    def release(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+        """Delete: give the value back when the lock is ``owner``'s (or already gone)."""
+        return {
+            "TableName": self.table_name,
+            "Key": self.key(lock_key),
+            "ConditionExpression": f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ExpressionAttributeNames": self._names(owner),
+            "ExpressionAttributeValues": self._values(owner),
+        }
+
+    def not_ours(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+        """ConditionCheck: the lock is still not ``owner``'s."""
+        return {
+            "TableName": self.table_name,
+            "Key": self.key(lock_key),
+            "ConditionExpression": f"(attribute_not_exists (#0) OR (NOT {self._owned(owner, 0)}))",
+            "ExpressionAttributeNames": self._names(owner),
+            "ExpressionAttributeValues": self._values(owner),
+        }
 
 
 def _separate_table(model: type[Model], table_name: str) -> TableConnection:

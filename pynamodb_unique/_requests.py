@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import VersionAttribute
-from pynamodb.constants import ALL_OLD, ITEM, KEY, NUMBER
+from pynamodb.constants import ALL_OLD, ITEM, NUMBER
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._locks import LockTable
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
 from ._send import Request
@@ -39,16 +39,6 @@ def owner_attributes(instance: Model) -> dict[str, dict[str, Any]]:
         for field, name, value in zip(fields, names, owner, strict=False)
         if name is not None
     }
-
-
-def owner_condition(instance: Model, fields: dict[str, dict[str, Any]] | None = None) -> Condition:
-    """Condition on a lock item: it is owned by ``instance`` (whose owner ``fields`` may be given)."""
-    condition: Condition | None = None
-    for field, value in (fields or owner_attributes(instance)).items():
-        part = Path(field) == value
-        condition = part if condition is None else condition & part
-    assert condition is not None  # noqa: S101 - a record always has a hash key.
-    return condition
 
 
 def _and(left: Condition | None, right: Condition | None) -> Condition | None:
@@ -98,13 +88,6 @@ def record_kwargs(
     )
 
 
-def lock_condition(instance: Model, locks: LockTable, owner: dict[str, dict[str, Any]] | None = None) -> Condition:
-    """Condition on a lock item: it is free, or ``instance`` owns it already."""
-    free: Condition = Path(locks.hash_name).does_not_exist()
-    either: Condition = free | owner_condition(instance, owner)
-    return either
-
-
 def lock_kwargs(
     instance: Model,
     locks: LockTable,
@@ -112,7 +95,6 @@ def lock_kwargs(
     *,
     previous_owner: Model | None = None,
     owner: dict[str, dict[str, Any]] | None = None,
-    condition: Condition | None = None,
 ) -> dict[str, Any]:
     """The request item for one lock action of ``instance``.
 
@@ -123,40 +105,16 @@ def lock_kwargs(
         previous_owner: for a put, a record releasing the same value in the same transaction;
             the put then also accepts a lock it owns (a transfer, as one action).
         owner: ``owner_attributes(instance)``, when already computed for this request.
-        condition: ``lock_condition(instance, locks)``, when already built for this request (one
-            condition object serializes into any number of items).
     """
-    connection = locks.connection
-    range_key = locks.range_value
+    codec = locks.codec
     if owner is None:
         owner = owner_attributes(instance)
-    if condition is None:
-        condition = lock_condition(instance, locks, owner)
-    if previous_owner is not None:
-        condition |= owner_condition(previous_owner)
     if isinstance(action, LockNotOurs):
-        foreign: Condition = Path(locks.hash_name).does_not_exist() | ~owner_condition(instance, owner)
-        check: dict[str, Any] = connection.get_operation_kwargs(action.key, range_key, key=KEY, condition=foreign)
-        return check
+        return codec.not_ours(action.key, owner)
     if isinstance(action, LockRelease):
-        release: dict[str, Any] = connection.get_operation_kwargs(
-            action.key, range_key, key=KEY, condition=condition, return_values_on_condition_failure=ALL_OLD
-        )
-        return release
-    attributes: dict[str, Any] = {
-        **owner,
-        CONSTRAINT: {"S": action.constraint.name},
-        OWNER_MODEL: {"S": type(instance).__name__},
-    }
-    put: dict[str, Any] = connection.get_operation_kwargs(
-        action.key,
-        range_key,
-        key=ITEM,
-        attributes=attributes,
-        condition=condition,
-        return_values_on_condition_failure=ALL_OLD,
-    )
-    return put
+        return codec.release(action.key, owner)
+    previous = owner_attributes(previous_owner) if previous_owner is not None else None
+    return codec.put(action.key, owner, action.constraint.name, type(instance).__name__, previous)
 
 
 def build_request(
@@ -180,11 +138,10 @@ def build_request(
     """
     sent = plan.sent()
     owner = owner_attributes(instance) if plan.transactional else None
-    shared = lock_condition(instance, locks, owner) if plan.transactional else None
     items = [
         record_kwargs(instance, action, condition, actions, add_version_condition)
         if isinstance(action, RecordWrite)
-        else lock_kwargs(instance, locks, action, owner=owner, condition=shared)
+        else lock_kwargs(instance, locks, action, owner=owner)
         for action in sent
     ]
     if plan.transactional:

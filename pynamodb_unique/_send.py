@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import secrets
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -69,8 +69,8 @@ def check_token(token: str | None) -> str | None:
 
 
 def new_token() -> str:
-    """A fresh token for one logical operation (a UUID: 36 characters)."""
-    return str(uuid.uuid4())
+    """A fresh token for one logical operation: 128 random bits as 32 hex characters."""
+    return secrets.token_hex(16)
 
 
 def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
