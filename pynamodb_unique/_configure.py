@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pynamodb.attributes import VersionAttribute
 from pynamodb.constants import STRING
 from pynamodb.models import Model
 
@@ -70,11 +71,12 @@ def configure(cls: type[Model]) -> Planner | None:
     hash_attribute = attributes[cls._hash_keyname]
     range_attribute = attributes[cls._range_keyname] if cls._range_keyname else None
     discriminator = cls._get_discriminator_attribute()
+    versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
     kind = cls if discriminator is not None and discriminator.get_discriminator(cls) is not None else None
     if not constraints:
         # No lock of its own: PynamoDB's key types, and its writes stay PynamoDB's own unless a
         # polymorphic relative keeps locks (see _registry.maintains_locks).
-        return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind)
+        return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
     if not getattr(meta, "unique_lock_table", None):
         for role, attribute in (("hash", hash_attribute), ("range", range_attribute)):
             if attribute is not None and attribute.attr_type != STRING:
@@ -93,4 +95,4 @@ def configure(cls: type[Model]) -> Planner | None:
         msg = f"{model}: {len(constraints)} unique constraints; at most {limit} fit one TransactWriteItems"
         raise UniqueConfigError(msg)
     traced = tuple(_traced(cls, c) for c in constraints)
-    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind)
+    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from pynamodb.attributes import Attribute
 from pynamodb.expressions.condition import Condition
-from pynamodb.expressions.operand import Path
+from pynamodb.expressions.operand import Path, Value
 
 from ._constraint import Constraint
 from .exceptions import UniqueConfigError
@@ -59,7 +59,62 @@ class RecordWrite:
     """The write of the record itself, with the library's part of its condition."""
 
     op: RecordOp
-    condition: Condition | None
+    guard: Guard | None
+
+    @property
+    def condition(self) -> Condition | None:
+        """The library's condition on the record as a PynamoDB condition (None: none)."""
+        return self.guard.condition() if self.guard is not None else None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What a record write assumes is stored, as its condition checks it.
+
+    Attributes:
+        planner: the planner of the class assumed stored (its unique names and class), or of
+            the writer when nothing is assumed stored.
+        stored: what the write assumes.
+        gone_ok: a delete's condition also passes when the record is already gone.
+    """
+
+    planner: Planner
+    stored: Stored
+    gone_ok: bool = False
+
+    def condition(self) -> Condition | None:
+        """The condition, built with PynamoDB's expressions (None: nothing to check)."""
+        planner, stored = self.planner, self.stored
+        gone = planner.hash_attribute.does_not_exist()
+        if not stored.exists:
+            if not self.gone_ok:
+                return gone
+            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner._paths)  # noqa: SLF001
+            return gone if absent is None else gone | absent
+        cas = planner.cas(stored)
+        if cas is None:
+            return gone if self.gone_ok else None
+        return gone | cas if self.gone_ok else cas
+
+    def shape(self) -> tuple[Any, ...]:
+        """What the condition's expression depends on (not the values): a cache key for its text."""
+        stored = self.stored
+        absent = tuple(stored.values.get(n) is None for n in self.planner.unique_names) if stored.exists else ()
+        return (id(self.planner), stored.exists, self.gone_ok, absent)
+
+    def values(self) -> list[dict[str, Any]]:
+        """The condition's values, serialized, in the order its expression numbers them."""
+        if not self.stored.exists:
+            return []
+        planner, values = self.planner, self.stored.values
+        found = [
+            Value(value, attribute=planner.attributes[name]).value
+            for name in planner.unique_names
+            if (value := values.get(name)) is not None
+        ]
+        if planner.discriminator is not None and planner.kind is not None:
+            found.append(Value(planner.kind, attribute=planner.discriminator).value)
+        return found
 
 
 @dataclass(frozen=True)
@@ -176,6 +231,7 @@ class Planner:
     instantiate: Instantiate | None = field(default=None, compare=False)
     discriminator: Attribute[Any] | None = field(default=None, compare=False)
     kind: type | None = field(default=None, compare=False)
+    versioned: bool = field(default=False, compare=False)
 
     @cached_property
     def unique_names(self) -> tuple[str, ...]:
@@ -276,8 +332,8 @@ class Planner:
                 releases.append(LockRelease(c, old))
             if new is not None:
                 puts.append(LockPut(c, c.values(desired), new))
-        condition = old_planner.cas(stored) if stored.exists else self.hash_attribute.does_not_exist()
-        return Plan(RecordWrite(op, condition), tuple(releases), tuple(puts), stored, tuple(checks))
+        guard = Guard(old_planner if stored.exists else self, stored)
+        return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks))
 
     def _replace(
         self, op: RecordOp, stored: Stored, desired: Mapping[str, Any], new: Planner, not_ours: frozenset[str]
@@ -290,7 +346,7 @@ class Planner:
         releases = tuple(LockRelease(c, k) for k, c in held.items() if k not in kept and k not in not_ours)
         checks = tuple(LockNotOurs(c, k) for k, c in held.items() if k not in kept and k in not_ours)
         puts = tuple(LockPut(c, c.values(desired), k) for k, c in wanted.items() if k not in kept)
-        return Plan(RecordWrite(op, old.cas(stored)), releases, puts, stored, checks)
+        return Plan(RecordWrite(op, Guard(old, stored)), releases, puts, stored, checks)
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
         """Plan a delete of a record assumed to hold ``stored``.
@@ -302,10 +358,5 @@ class Planner:
         held = [(c, key) for c in old.constraints if (key := before.get(c.name)) is not None]
         releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
         checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)
-        if stored.exists:
-            cas = old.cas(stored)
-        else:
-            cas = compare_and_swap(self.attributes, self.unique_names, {}, self._paths)
-        gone = self.hash_attribute.does_not_exist()
-        condition = gone if cas is None else gone | cas
-        return Plan(RecordWrite("delete", condition), releases, (), stored, checks)
+        guard = Guard(old if stored.exists else self, stored, gone_ok=True)
+        return Plan(RecordWrite("delete", guard), releases, (), stored, checks)

@@ -1,0 +1,79 @@
+"""The record's guarded write: its condition compiled once per shape equals PynamoDB's builder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _backends import Backend, bind_model
+from models import Account
+from pynamodb.attributes import DiscriminatorAttribute, UnicodeAttribute
+from pynamodb.constants import ALL_OLD
+from pynamodb.models import Model
+
+from pynamodb_unique import UniqueAttribute, UniqueMixin
+from pynamodb_unique._plan import Stored
+from pynamodb_unique._requests import record_kwargs
+
+STATES = [
+    pytest.param(Stored(exists=False), id="absent"),
+    pytest.param(Stored(exists=True, values={"email": "a@x.io", "username": "ann"}), id="some-values"),
+    pytest.param(
+        Stored(exists=True, values={"email": "a@x.io", "username": "ann", "tenant": "t", "slug": "s"}), id="all-values"
+    ),
+]
+
+
+def _slow(instance: Any, op: str, condition: Any) -> dict[str, Any]:
+    """What PynamoDB's own builder makes of the same condition."""
+    if op == "put":
+        built: dict[str, Any] = instance.get_save_kwargs_from_instance(
+            condition=condition, return_values_on_condition_failure=ALL_OLD
+        )
+    else:
+        built = instance.get_delete_kwargs_from_instance(
+            condition=condition, return_values_on_condition_failure=ALL_OLD
+        )
+    return built
+
+
+@pytest.mark.parametrize("stored", STATES)
+@pytest.mark.parametrize("op", ["put", "delete"])
+def test_guarded_write__equals_pynamodb_builder(moto_backend: None, stored: Stored, op: str) -> None:
+    """Twice per shape (compiled, then cached), with other values the second time."""
+    accounts = bind_model(Account, Backend("moto", None))
+    planner = accounts._uniq_planner  # type: ignore[attr-defined]
+    for email in ("ada@x.io", "bob@y.io"):
+        instance = accounts(pk=f"ACCT#{email}", email=email, username="ada")
+        values = {**stored.values, "email": email} if stored.exists else {}
+        assumed = Stored(exists=stored.exists, values=values)
+        plan = planner.delete(assumed) if op == "delete" else planner.write("put", assumed, {"email": email})
+        assert record_kwargs(instance, plan.record, None, None, add_version_condition=True) == _slow(
+            instance, op, plan.record.condition
+        )
+
+
+def test_guarded_write__polymorphic_class_in_condition(moto_backend: None) -> None:
+    """A polymorphic record's guard checks its class too, as PynamoDB would serialize it."""
+
+    class Animal(UniqueMixin, Model):
+        class Meta:
+            table_name = "guard-animals"
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True)
+        kind = DiscriminatorAttribute()
+        name = UniqueAttribute(UnicodeAttribute(null=True))
+
+    class Cat(Animal, discriminator="cat"):
+        pass
+
+    Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    planner = Cat._uniq_planner  # type: ignore[attr-defined]
+    cat = Cat(pk="c1", name="tom")
+    for op in ("put", "delete"):
+        assumed = Stored(exists=True, values={"name": "tom"})
+        plan = planner.delete(assumed) if op == "delete" else planner.write("put", assumed, {"name": "tom"})
+        built = record_kwargs(cat, plan.record, None, None, add_version_condition=True)
+        assert built == _slow(cat, op, plan.record.condition)
+        assert {"S": "cat"} in built["ExpressionAttributeValues"].values()
