@@ -232,27 +232,44 @@ def unique_planner(model: type[UniqueMixin]) -> Planner:
 
 @dataclass(frozen=True)
 class _Group:
-    """Models whose records one scanned table holds, told apart by a filter or a discriminator."""
+    """Models whose records one scanned table holds, told apart by a filter or a discriminator.
+
+    Attributes:
+        root: the group's most general model.
+        members: the audited models of the group.
+        condition: the root's ``unique_item_filter`` condition, or None.
+        polymorphic: whether the group is a discriminator family.
+        untagged: whether items without a stored class are the root's records (a polymorphic
+            root that stores no discriminator value, or any plain model).
+    """
 
     root: type[UniqueMixin]
     members: tuple[type[UniqueMixin], ...]
     condition: Any
     polymorphic: bool
+    untagged: bool
 
-    def owner(self, item: Mapping[str, Any], *, alone: bool) -> tuple[bool, type[UniqueMixin] | None]:
+    @property
+    def catch_all(self) -> bool:
+        """Whether, without a filter, the group would take any untagged item of its table."""
+        return self.condition is None and self.untagged
+
+    def owns(self, model: type[Any]) -> bool:
+        """Whether ``model`` belongs to this group (a family member, or the root itself)."""
+        return model is self.root or (self.polymorphic and discriminator(model) is discriminator(self.root))
+
+    def owner(self, item: Mapping[str, Any]) -> tuple[bool, type[UniqueMixin] | None]:
         """(whether the item is this group's, its class among the members or None)."""
         if self.condition is not None and not matches(self.condition, item):
             return False, None
         if not self.polymorphic:
             return True, self.root
-        attribute = discriminator(self.root)
-        if not item.get(attribute.attr_name):
-            # No class stored: a record of the family's root when the root stores none, if nothing
-            # else can claim the item.
-            root_is_plain = planner_of(self.root) is not None and planner_of(self.root).kind is None  # type: ignore[union-attr] # checked on the left.
-            mine = root_is_plain and (alone or self.condition is not None)
-            return mine, (self.root if mine and self.root in self.members else None)
-        stored = stored_class(self.root, item)
+        if not item.get(discriminator(self.root).attr_name):
+            return self.untagged, (self.root if self.untagged and self.root in self.members else None)
+        try:
+            stored = stored_class(self.root, item)
+        except ValueError:
+            return False, None  # A class another family (sharing the table) stores.
         return True, stored if stored in self.members else None
 
 
@@ -282,47 +299,48 @@ class _Scope:
             attribute = discriminator(root)
             polymorphic = attribute is not None
             group_members = tuple(m for m in members if m is root or (polymorphic and discriminator(m) is attribute))
-            group = _Group(root, group_members, item_filter(root), polymorphic)
+            root_planner = planner_of(root)
+            untagged = not polymorphic or (root_planner is not None and root_planner.kind is None)
+            group = _Group(root, group_members, item_filter(root), polymorphic, untagged)
             self.tables.setdefault(table_id(root), []).append(group)
         for groups in self.tables.values():
-            groups.sort(key=lambda g: (g.condition is None, not g.polymorphic))
-
-    def catch_all(self) -> list[type[UniqueMixin]]:
-        """Models that would read every item of their table as theirs (no filter, no discriminator)."""
-        return [g.root for groups in self.tables.values() for g in groups if g.condition is None and not g.polymorphic]
+            groups.sort(key=lambda g: (g.condition is None, g.untagged))
 
     def check_shared(self, foreign_lock_names: set[str], lock_table: TableId) -> None:
         """Refuse to guess which items are whose in a table that other models share.
 
         Raises:
-            UniqueError: a model without ``unique_item_filter`` or discriminator shares its table
-                with another model's records or locks.
+            UniqueError: a model without ``unique_item_filter`` that would read untagged items
+                as its records shares its table with another model's records or locks.
         """
-        for root in self.catch_all():
-            groups = self.tables[table_id(root)]
-            others = [
-                m.__name__
-                for m in table_neighbours(root)
-                if not issubclass(m, root) and not issubclass(root, m) and m not in self.members - {root}
-            ]
-            others += [g.root.__name__ for g in groups if g.root is not root]
-            own = {c.name for c in constraints_of(root)}
-            strangers = sorted(foreign_lock_names - own) if table_id(root) == lock_table else []
-            if others or strangers:
-                seen = f"models {sorted(set(others))}" if others else f"locks of constraints {strangers}"
-                msg = (
-                    f"{root.__name__}: its table {root.Meta.table_name!r} also holds {seen}; set "
-                    f"{root.__name__}.Meta.unique_item_filter = lambda model: <a condition its records meet> "
-                    "(or use a discriminator) so audit, repair and backfill can tell its records apart; "
-                    "nothing was written"
-                )
-                raise UniqueError(msg)
+        for table, groups in self.tables.items():
+            for group in groups:
+                if not group.catch_all:
+                    continue
+                root = group.root
+                others = {
+                    m.__name__
+                    for m in table_neighbours(root)
+                    if not (group.owns(m) or issubclass(m, root) or issubclass(root, m))
+                }
+                others |= {g.root.__name__ for g in groups if g is not group}
+                family_names = {c.name for m in table_neighbours(root) if group.owns(m) for c in constraints_of(m)}
+                own = family_names | {c.name for c in constraints_of(root)}
+                strangers = sorted(foreign_lock_names - own) if table == lock_table else []
+                if others or strangers:
+                    seen = f"models {sorted(others)}" if others else f"locks of constraints {strangers}"
+                    msg = (
+                        f"{root.__name__}: its table {root.Meta.table_name!r} also holds {seen}; set "
+                        f"{root.__name__}.Meta.unique_item_filter = lambda model: <a condition its records "
+                        "meet> (or store a discriminator value for every class) so audit, repair and backfill "
+                        "can tell its records apart; nothing was written"
+                    )
+                    raise UniqueError(msg)
 
     def owner(self, table: TableId, item: Mapping[str, Any]) -> type[UniqueMixin] | None:
         """The model of the scanned record ``item`` among the audited ones, or None."""
-        groups = self.tables[table]
-        for group in groups:
-            mine, cls = group.owner(item, alone=len(groups) == 1)
+        for group in self.tables[table]:
+            mine, cls = group.owner(item)
             if mine:
                 return cls
         return None
@@ -407,7 +425,8 @@ class _Collector:
         if found is None:
             return None
         model, values = found
-        return dict(zip(unique_planner_names(model), values, strict=True))
+        planner = planner_of(model)
+        return dict(zip(planner.unique_names if planner is not None else (), values, strict=True))
 
     def _constraint(self, key: RecordKey, name: str) -> Constraint:
         model = self.records[key][0]
@@ -440,12 +459,6 @@ class _Collector:
         kinds = {kind.kind: i for i, kind in enumerate(PROBLEM_TYPES)}
         found.sort(key=lambda p: (order[p.constraint], kinds[p.kind], p.lock_key))
         return found
-
-
-def unique_planner_names(model: type[UniqueMixin]) -> tuple[str, ...]:
-    """The attributes a model's records are audited on (its planner's unique names)."""
-    planner = planner_of(model)
-    return planner.unique_names if planner is not None else ()
 
 
 def audit(

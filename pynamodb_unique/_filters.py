@@ -84,9 +84,9 @@ def _comparable(value: Any) -> tuple[str, Any] | None:
 
 
 def _compare(operator: str, left: Any, right: Any) -> bool:
-    """A comparison; a missing operand makes every comparison false."""
+    """A comparison; with a missing operand ``<>`` is true and every other comparison false."""
     if left is _MISSING or right is _MISSING:
-        return False
+        return operator == "<>"
     a, b = _comparable(left), _comparable(right)
     if operator in ("=", "<>"):
         equal = a == b if a is not None and b is not None else bool(left == right)

@@ -14,7 +14,7 @@ from ._locks import lock_owner, lock_owner_model
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, Planner, RecordOp, RecordWrite, Stored
 from ._reads import UniqueReads
 from ._registry import register, stored_class
-from ._requests import build_request, owner_key, updated_image
+from ._requests import OPERATIONS, and_conditions, build_request, owner_key, updated_image
 from ._send import (
     RETRY_ATTEMPTS,
     WriteFailed,
@@ -28,8 +28,6 @@ from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 
 Desire = Callable[[Stored], dict[str, Any]]
 
-_OPERATIONS: Final = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
-
 #: How many plans one operation may send: the first, then re-plans from the stored item.
 MAX_PLANS: Final = 4
 
@@ -40,7 +38,7 @@ class _UniqueModelMeta(MetaModel):
     def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
         super().__init__(name, bases, namespace, discriminator)
         cls._uniq_planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
-        if cls._uniq_planner is not None and getattr(getattr(cls, "Meta", None), "table_name", None):
+        if cls._uniq_planner is not None:
             register(cls)  # type: ignore[arg-type] # cls is a Model class here.
 
 
@@ -193,25 +191,36 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         self, planner: Planner, actions: list[Action], condition: Condition | None, *, add_version_condition: bool
     ) -> Any:
         """PynamoDB's UpdateItem, sent with the library's retries of conflicts and throttling."""
-        plan, _ = self._uniq_plan(planner, "update", Stored(exists=True), None)
+        plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+        # A polymorphic record may hold another class's item: its locks follow that class's
+        # constraints, which this update cannot plan; the class check refuses it before writing.
+        checked = and_conditions(condition, planner.class_check())
         request = build_request(
-            self, plan, condition, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
+            self, plan, checked, actions, add_version_condition=add_version_condition, locks=self._uniq_locks()
         )
         attempts = getattr(self.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         try:
             response = send(self._get_connection().connection, request, None, attempts=attempts)
         except WriteFailed as failure:
+            item = failure.reasons[0].raw_item if failure.reasons[0] is not None else None
+            self._uniq_refuse_other_class(item)
             msg = f"{type(self).__name__} {owner_key(self)}: {ConditionFailed.msg}"
             error = conditional_check_error(failure.cause, "UpdateItem")
             raise ConditionFailed(msg, error) from error
-        item = response["Attributes"]
-        stored_cls = stored_class(type(self), item)
-        if stored_cls is not type(self):
-            # As PynamoDB's update(): the write is done, but this instance cannot hold the item.
-            msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
-            raise ValueError(msg)
-        self.deserialize(item)
+        self.deserialize(response["Attributes"])
         return response
+
+    def _uniq_refuse_other_class(self, item: dict[str, Any] | None) -> None:
+        """Refuse an update of a stored item of another class, as PynamoDB's update() refuses to load it.
+
+        PynamoDB applies the update, then raises; this refuses before anything is written, since
+        the item's locks follow its own class's constraints.
+        """
+        if item:
+            stored_cls = stored_class(type(self), item)
+            if stored_cls is not type(self):
+                msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
+                raise ValueError(msg)
 
     def _uniq_run(
         self,
@@ -295,10 +304,12 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if record_item is None and (plan.record.op == "delete" or not plan.assumed.exists):
             # The failed condition implies the record exists; this backend sent no ALL_OLD item.
             record_item = self._uniq_read_stored()
+        if plan.record.op == "update":
+            self._uniq_refuse_other_class(record_item)
         stored = self._uniq_stored_from_item(record_item)
         if stored.same_as(plan.assumed, planner.unique_names):
             msg = f"{type(self).__name__} {me}: {ConditionFailed.msg} (the caller's condition or the version check)"
-            error = conditional_check_error(failure.cause, _OPERATIONS[plan.record.op], record_item)
+            error = conditional_check_error(failure.cause, OPERATIONS[plan.record.op], record_item)
             raise ConditionFailed(msg, error) from error
         return stored
 
@@ -353,10 +364,6 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             image = updated_image(self, self._uniq_key_item(), actions or ())
         if image is None:
             image = self._uniq_read_stored()
-        if plan.assumed.source is not None:
-            stored_name = plan.assumed.source.kind.__name__ if plan.assumed.source.kind else "another class"
-            msg = f"Cannot update this item from the returned class: {stored_name}"
-            raise ValueError(msg)
         if image is None:
             # Deleted by another writer since the commit: the write succeeded all the same.
             self._uniq_apply_literals(actions or ())

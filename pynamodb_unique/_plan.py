@@ -282,6 +282,15 @@ class Planner:
     def _paths(self) -> dict[str, Path]:
         return {name: Path(self.attributes[name]) for name in self.unique_names}
 
+    def class_check(self) -> Condition | None:
+        """For a polymorphic model: the stored item, if any, is of this planner's class."""
+        if self.discriminator is None:
+            return None
+        path = Path(self.discriminator)
+        kind = path.does_not_exist() if self.kind is None else path == self.kind
+        check: Condition = kind | self.hash_attribute.does_not_exist()
+        return check
+
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
         cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)

@@ -22,28 +22,44 @@ if TYPE_CHECKING:
 
 _M = TypeVar("_M", bound="Model")
 
-#: A table, by name: what Meta says now (hosts and tables set after class definition count).
-TableId = str
+#: A table, by name: what Meta says now (tables and hosts set after class definition count);
+#: None for a model whose Meta names no table yet.
+TableId = str | None
 
 _mutex = threading.Lock()
 # (module, qualified name, table at definition) -> model. A class defined again under the same
 # module and qualified name for the same table (a reload, a test) replaces its earlier registration.
-_models: dict[tuple[str, str, str], type[Model]] = {}
+_models: dict[tuple[str, str, TableId], type[Model]] = {}
+# Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
+_cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
     """The identity of ``model``'s table (or of ``table_name``, in the same account and region)."""
-    return str(table_name or model.Meta.table_name)
+    name = table_name or getattr(getattr(model, "Meta", None), "table_name", None)
+    return str(name) if name else None
 
 
 def lock_table_id(model: type[Model]) -> TableId:
     """The identity of the table that holds ``model``'s locks."""
-    return table_id(model, getattr(model.Meta, "unique_lock_table", None))
+    return table_id(model, getattr(getattr(model, "Meta", None), "unique_lock_table", None))
 
 
 def _registered() -> list[type[Model]]:
     with _mutex:
         return list(_models.values())
+
+
+def _cached(question: str, model: type[Model], answer: Any) -> bool:
+    """A registry answer about ``model``, kept until a model registers or its Meta's tables change."""
+    key = (question, id(model))
+    tables = (table_id(model), lock_table_id(model))
+    found = _cache.get(key)
+    if found is not None and found[:2] == tables:
+        return found[2]
+    value = bool(answer())
+    _cache[key] = (*tables, value)
+    return value
 
 
 def planner_of(model: type[Model]) -> Planner | None:
@@ -67,6 +83,13 @@ def _check(model: type[Model], other: type[Model], mine: Constraint, theirs: Con
     if mine.origin is theirs.origin or _related(model, other):
         return
     where = f"{model.__name__} and {other.__name__} ({other.__module__}) both keep locks named {mine.name!r}"
+    if table_id(model) != table_id(other):
+        # A lock names its owner by record key, and keys are unique within one table only.
+        msg = (
+            f"{where} in one lock table, but their records live in different tables "
+            f"({table_id(model)!r}, {table_id(other)!r}); a namespace can be shared only by models of one table"
+        )
+        raise UniqueConfigError(msg)
     if not (mine.explicit and theirs.explicit):
         msg = (
             f"{where} in one table, derived from attribute names; give each its own name= (or the same "
@@ -91,8 +114,9 @@ def register(model: type[Model]) -> None:
     locks = lock_table_id(model)
     mine = constraints_of(model)
     with _mutex:
+        _cache.clear()
         for key, other in _models.items():
-            if key == ident or lock_table_id(other) != locks:
+            if key == ident or locks is None or lock_table_id(other) != locks:
                 continue
             theirs = {c.name: c for c in constraints_of(other)}
             for constraint in mine:
@@ -104,13 +128,13 @@ def register(model: type[Model]) -> None:
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
     """The registered models whose records live in ``model``'s table, ``model`` included."""
     table = table_id(model)
-    return [m for m in _registered() if table_id(m) == table]
+    return [m for m in _registered() if table is not None and table_id(m) == table]
 
 
 def holds_locks(model: type[Model]) -> bool:
     """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
     table = table_id(model)
-    return any(constraints_of(m) and lock_table_id(m) == table for m in _registered())
+    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in _registered()))
 
 
 def family(model: type[Model]) -> list[type[Model]]:
@@ -134,7 +158,9 @@ def maintains_locks(model: type[Model]) -> bool:
     """
     if constraints_of(model):
         return True
-    return discriminator(model) is not None and any(constraints_of(m) for m in family(model))
+    if discriminator(model) is None:
+        return False
+    return _cached("maintains", model, lambda: any(constraints_of(m) for m in family(model)))
 
 
 def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:

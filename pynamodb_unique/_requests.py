@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.attributes import VersionAttribute
 from pynamodb.constants import ALL_OLD, ITEM, NUMBER
@@ -19,7 +19,8 @@ from ._send import Request
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
-_OPERATIONS = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
+#: The single-item operation of each record write.
+OPERATIONS: Final = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
 
 
 def owner_key(instance: Model) -> tuple[Any, ...]:
@@ -41,7 +42,7 @@ def owner_attributes(instance: Model) -> dict[str, dict[str, Any]]:
     }
 
 
-def _and(left: Condition | None, right: Condition | None) -> Condition | None:
+def and_conditions(left: Condition | None, right: Condition | None) -> Condition | None:
     if left is None:
         return right
     if right is None:
@@ -93,7 +94,7 @@ def record_kwargs(
     guard = write.guard
     if condition is None and write.op != "update" and guard is not None and not guard.planner.versioned:
         return _guarded(instance, write.op, guard)
-    condition = _and(condition, write.condition)
+    condition = and_conditions(condition, write.condition)
     if write.op == "put":
         if add_version_condition:
             return instance.get_save_kwargs_from_instance(
@@ -184,7 +185,7 @@ def build_request(
     item = items[0]
     if plan.record.op == "update":
         item = {**item, "ReturnValues": "ALL_NEW"}
-    return Request(plan, [item], _OPERATIONS[plan.record.op])
+    return Request(plan, [item], OPERATIONS[plan.record.op])
 
 
 def updated_image(instance: Model, item: Mapping[str, Any] | None, actions: Sequence[Action]) -> dict[str, Any] | None:

@@ -121,9 +121,15 @@ class UniqueState(Model):
             return None
         attributes = cls.get_attributes()
         names = [cls._hash_keyname, cls._range_keyname]
-        return tuple(
-            attributes[name].deserialize(value) for name, value in zip(names, owner, strict=False) if name is not None
-        )
+        try:
+            return tuple(
+                attributes[name].deserialize(value)
+                for name, value in zip(names, owner, strict=False)
+                if name is not None
+            )
+        except (TypeError, ValueError):
+            # Another model's record owns the lock and its key types differ: its key as stored.
+            return tuple(owner)
 
     @classmethod
     def unique_owner(cls, **values: Any) -> tuple[Any, ...] | None:
@@ -201,22 +207,17 @@ class UniqueState(Model):
                 raise InvalidUniqueValue(msg)
         return changes
 
-    def _uniq_apply_literals(self, actions: Sequence[Action]) -> bool:
-        """Apply literal set/remove actions to this instance; whether others need a read."""
-        needs_read = False
+    def _uniq_apply_literals(self, actions: Sequence[Action]) -> None:
+        """Apply the top-level literal set/remove actions to this instance (others need a read)."""
         for action in actions:
             path = action.values[0]
             if not isinstance(path, Path) or len(path.path) != 1:
-                needs_read = True
                 continue
             name = self._dynamo_to_python_attr(path.path[0])
             attribute = self.get_attributes().get(name)
             if attribute is None:
-                needs_read = True
-            elif isinstance(action, RemoveAction):
+                continue
+            if isinstance(action, RemoveAction):
                 setattr(self, name, None)
             elif isinstance(action, SetAction) and isinstance(action.values[1], Value):
                 setattr(self, name, attribute.deserialize(attribute.get_value(action.values[1].value)))
-            else:
-                needs_read = True
-        return needs_read

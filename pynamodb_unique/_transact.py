@@ -75,7 +75,7 @@ class TransactWrite(_PynamoTransactWrite):
     def _unique(model: Any) -> UniqueMixin | None:
         from ._mixin import UniqueMixin  # noqa: PLC0415 - the mixin imports this module's names lazily.
 
-        if isinstance(model, UniqueMixin) and model._uniq_planner is not None:  # noqa: SLF001
+        if isinstance(model, UniqueMixin) and model._uniq_active() is not None:  # noqa: SLF001
             return model
         return None
 

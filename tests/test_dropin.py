@@ -6,6 +6,7 @@ under test here, and PynamoDB's discriminator map refuses registering a value tw
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import (
     ConditionFailed,
+    TransactWrite,
     UniqueAttribute,
     UniqueConfigError,
     UniqueConstraint,
@@ -687,3 +689,77 @@ def test_namespace__sibling_subclasses_derive_same_name__config_error() -> None:
 
         class Right(Base):
             email = UniqueAttribute(UnicodeAttribute(null=True))
+
+
+# --- found in review -------------------------------------------------------------------------
+
+
+def test_polymorphic__update_through_another_class__refused_before_writing(
+    animals: tuple[Any, Any, Any, Any],
+) -> None:
+    """update() through a Dog over a stored Cat raises PynamoDB's ValueError and writes nothing."""
+    animal, cat, dog, bird = animals
+    cat(pk="X", name="tom", chip="c1").save()
+    before = raw_items(animal)
+    with pytest.raises(ValueError, match="returned class: Cat"):
+        bird(pk="X").update(actions=[animal.name.set("felix")])  # no lock of Bird's own moves
+    with pytest.raises(ValueError, match="returned class: Cat"):
+        dog(pk="X").update(actions=[dog.tag.set("t9")])  # a Dog lock would move
+    assert sorted(json.dumps(i, sort_keys=True) for i in raw_items(animal)) == sorted(
+        json.dumps(i, sort_keys=True) for i in before
+    )
+    _animal_locks(animal)
+
+
+def test_namespace__explicit_name_across_record_tables__config_error() -> None:
+    """Models of different tables may not share a namespace (lock owners are record keys)."""
+
+    class Ticket(UniqueMixin, Model):
+        Meta = type("Meta", (), {"table_name": "tickets-y", "region": REGION, "unique_lock_table": "codes-y"})
+        pk = UnicodeAttribute(hash_key=True)
+        code = UniqueAttribute(UnicodeAttribute(null=True), name="CODE")
+
+    with pytest.raises(UniqueConfigError, match="different tables"):
+
+        class Order(UniqueMixin, Model):
+            Meta = type("Meta", (), {"table_name": "orders-y", "region": REGION, "unique_lock_table": "codes-y"})
+            pk = UnicodeAttribute(hash_key=True)
+            code = UniqueAttribute(UnicodeAttribute(null=True), name="CODE")
+
+
+def test_late_table_name__locks_still_hidden(backend: Backend) -> None:
+    """A model whose Meta.table_name is set after the class is defined still hides its locks."""
+
+    class Late(UniqueMixin, Model):
+        class Meta:
+            region = REGION
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        email = UniqueAttribute(UnicodeAttribute(null=True))
+
+    Late.Meta.table_name = unique_table_name("late")  # type: ignore[attr-defined]
+    Late.Meta.host = backend.host  # type: ignore[attr-defined]
+    Late.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Late(pk="A1", email="ada@x.io").save()
+    assert [item.pk for item in Late.scan()] == ["A1"]
+    with pytest.raises(Late.DoesNotExist):
+        Late.get("UNIQ#EMAIL#ada@x.io")
+
+
+def test_no_constraint__transact_write__as_pynamodb(backend: Backend) -> None:
+    """The library's TransactWrite sends PynamoDB's own items for a mixin model without constraints."""
+    thing, plain = _things(backend)
+    for model in (thing, plain):
+        model(id=1, seq=1, count=1).save()
+    sent = []
+    for model in (thing, plain):
+        connection = model._get_connection().connection
+        token = unique_table_name("tx")  # dynoxide remembers tokens: one per model.
+        with RequestCounter(model) as counter, TransactWrite(connection=connection, client_request_token=token) as tx:
+            tx.update(model(id=1, seq=1), actions=[model.count.set(2)])  # type: ignore[attr-defined]
+            tx.save(model(id=1, seq=2, count=3))
+        (call,) = counter.calls
+        items = [{kind: _without_table(item) for kind, item in entry.items()} for entry in call.params["TransactItems"]]
+        sent.append((call.operation, items))
+    assert sent[0] == sent[1]
+    assert sent[0][0] == "TransactWriteItems"

@@ -76,11 +76,12 @@ def test_matches__as_a_filter_expression(condition: Condition, expected: bool) -
     assert matches(condition, ITEM) is expected
 
 
-def test_matches__missing_attribute__comparisons_false() -> None:
-    """A comparison on an attribute the item lacks is false, negated or not."""
+def test_matches__missing_attribute__only_not_equal_holds() -> None:
+    """On an attribute the item lacks, <> holds (as DynamoDB's filter keeps the item) and the rest fail."""
     item = {"PK": {"S": "X"}, "SK": {"S": "Y"}}
     assert matches(Item.n == 1, item) is False
-    assert matches(Item.n != 1, item) is False
+    assert matches(Item.n > 1, item) is False
+    assert matches(Item.n != 1, item) is True
     assert matches(Item.n.does_not_exist(), item) is True
 
 

@@ -8,6 +8,7 @@ import pytest
 from _backends import Backend, bind_model, unique_table_name
 from _damage import client
 from pynamodb.attributes import DiscriminatorAttribute, UnicodeAttribute
+from pynamodb.expressions.operand import Path
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -220,3 +221,70 @@ def test_polymorphic__repair_creates_locks_owned_by_the_subclass(backend: Backen
     assert locks["UNIQ#CAT_CHIP#c1"] == ("A#1", "Cat")
     assert locks["UNIQ#NAME#rex"] == ("A#2", "Dog")
     assert audit(animal).clean
+
+
+def _families(backend: Backend, *, filters: bool) -> dict[str, Any]:
+    """Two polymorphic families and a plain model in one table, roots storing no class of their own."""
+    table = unique_table_name("families")
+
+    def meta(condition: Any) -> type:
+        options = {"table_name": table, "region": "us-east-1", "host": backend.host}
+        if filters:
+            options["unique_item_filter"] = staticmethod(condition)
+        return type("Meta", (), options)
+
+    class Animal(UniqueMixin, Model):
+        Meta = meta(lambda m: Path("kind").is_in("dog"))
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="ANIMAL")
+        kind = DiscriminatorAttribute()
+        name = UniqueAttribute(UnicodeAttribute(null=True))
+
+    class Dog(Animal, discriminator="dog"):
+        pass
+
+    class Vehicle(UniqueMixin, Model):
+        Meta = meta(lambda m: Path("kind").is_in("car"))
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="VEHICLE")
+        kind = DiscriminatorAttribute()
+        plate = UniqueAttribute(UnicodeAttribute(null=True))
+
+    class Car(Vehicle, discriminator="car"):
+        pass
+
+    class Person(UniqueMixin, Model):
+        Meta = meta(lambda m: m.sk == "PERSON")
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PERSON")
+        handle = UniqueAttribute(UnicodeAttribute(null=True))
+
+    Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Dog(pk="D1", name="rex").save()
+    Car(pk="C1", plate="AB-1").save()
+    Person(pk="P1", handle="rex").save()
+    return {"Animal": Animal, "Dog": Dog, "Vehicle": Vehicle, "Car": Car, "Person": Person}
+
+
+def test_families__no_filters__refused_instead_of_claiming_others(backend: Backend) -> None:
+    """A family whose root stores no class, beside other models, needs a filter; nothing is written."""
+    models = _families(backend, filters=False)
+    before = _locks(models["Animal"])
+    _delete_raw(models["Animal"], "UNIQ#NAME#rex", "LOCK")
+    with pytest.raises(UniqueError, match="unique_item_filter"):
+        backfill(models["Animal"])
+    with pytest.raises(UniqueError, match="unique_item_filter"):
+        audit(models["Dog"])
+    assert set(_locks(models["Animal"])) == set(before) - {"UNIQ#NAME#rex"}
+
+
+def test_families__filters__each_audited_apart(backend: Backend) -> None:
+    """Two families and a plain model in one table: each audit reads only its own records."""
+    models = _families(backend, filters=True)
+    for name in ("Animal", "Dog", "Vehicle", "Car", "Person"):
+        report = audit(models[name])
+        assert report.clean, (name, report.problems)
+        assert report.records == 1
+    _delete_raw(models["Animal"], "UNIQ#NAME#rex", "LOCK")
+    assert backfill(models["Dog"]).clean
+    assert _locks(models["Animal"])["UNIQ#NAME#rex"] == ("D1", "Dog")
