@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._context import context_of
 from ._filters import matches
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, is_lock_item, lock_owner
+from ._pynamodb import connection
 from ._registry import (
     TableId,
     constraints_of,
@@ -31,7 +33,6 @@ from ._registry import (
     table_id,
     table_neighbours,
 )
-from ._requests import owner_key
 from ._scan import Page, scan_pages
 from .exceptions import UniqueConfigError, UniqueError
 
@@ -380,12 +381,13 @@ class _Collector:
     ) -> tuple[RecordKey, type[UniqueMixin], tuple[Any, ...], dict[str, str | None]]:
         """(key, model, unique values, lock keys) of a record, as the library itself computes them."""
         try:
+            context = context_of(model)
+            assert context is not None  # noqa: S101 - audited models keep locks.
             instance = model.from_raw_data(item)
-            values = instance._uniq_values()  # noqa: SLF001 - the core's reading of a record.
-            keys = instance._uniq_lock_keys()  # noqa: SLF001
-            return owner_key(instance), model, tuple(values.values()), keys
+            values = context.values(instance)
+            return context.owner(instance), model, tuple(values.values()), context.planner.keys(values)
         except Exception as exc:
-            meta = model._get_connection().get_meta_table()  # noqa: SLF001 - the model's table schema.
+            meta = connection(model).get_meta_table()
             key = {name: item.get(name) for name in (meta.hash_keyname, meta.range_keyname) if name}
             msg = f"{model.__name__}: cannot read the item {key} as a record: {exc}"
             raise UniqueError(msg) from exc
@@ -487,7 +489,9 @@ def audit(
         pynamodb.exceptions.ScanError: DynamoDB refused the scan (missing table, no access).
     """
     scope = _Scope(model)
-    locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
+    context = context_of(model)
+    assert context is not None  # noqa: S101 - checked by _Scope.
+    locks = context.locks()
     lock_id = lock_table_id(model)
     scope.check_shared(set(), lock_id)
     collector = _Collector(scope, locks)
@@ -501,12 +505,13 @@ def audit(
         return on_page
 
     for ident, groups in scope.tables.items():
-        connection = groups[0].root._get_connection()  # noqa: SLF001 - the model's own connection.
-        scan_pages(connection, reader(ident, locks=ident == lock_id), segments=segments, max_rate=max_rate)
+        scan_pages(
+            connection(groups[0].root), reader(ident, locks=ident == lock_id), segments=segments, max_rate=max_rate
+        )
     if lock_id not in scope.tables:
         scan_pages(locks.connection, reader(None, locks=True), segments=segments, max_rate=max_rate)
     scope.check_shared(collector.foreign_lock_names, lock_id)
-    table = model._get_connection()  # noqa: SLF001 - the model's own connection.
+    table = connection(model)
     return AuditReport(
         model=model.__name__,
         table=table.table_name,

@@ -13,6 +13,8 @@ from pynamodb.models import Model
 
 from ._constraint import LOCK_ATTRIBUTES, Constraint, resolve_constraints
 from ._plan import MAX_TRANSACTION_ACTIONS, Planner
+from ._pynamodb import blank_instance
+from ._registry import discriminator as discriminator_of
 from .exceptions import UniqueConfigError
 
 
@@ -36,7 +38,7 @@ def instantiator(cls: type[Model]) -> Callable[[Mapping[str, Any], set[str]], Mo
     """Build instances of ``cls`` holding given values, recording the attributes read from them."""
 
     def instantiate(values: Mapping[str, Any], read: set[str]) -> Model:
-        instance = cls(_user_instantiated=False)
+        instance = blank_instance(cls)
         instance.attribute_values = _ReadRecorder({k: v for k, v in values.items() if v is not None}, read)
         return instance
 
@@ -66,11 +68,11 @@ def configure(cls: type[Model]) -> Planner | None:
     constraints = resolve_constraints(
         model, attributes, getattr(meta, "unique_constraints", None), getattr(meta, "unique_secret", None)
     )
-    if cls._hash_keyname is None:
+    hash_attribute = next((a for a in attributes.values() if a.is_hash_key), None)
+    if hash_attribute is None:
         return None  # An abstract base: its concrete subclasses are checked.
-    hash_attribute = attributes[cls._hash_keyname]
-    range_attribute = attributes[cls._range_keyname] if cls._range_keyname else None
-    discriminator = cls._get_discriminator_attribute()
+    range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
+    discriminator = discriminator_of(cls)
     versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
     kind = cls if discriminator is not None and discriminator.get_discriminator(cls) is not None else None
     if not constraints:

@@ -12,8 +12,11 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from ._audit import RecordKey, jsonable, show_key, unique_planner
+from ._context import context_of
+from ._engine import Intent, intent_plan, plain_update_request, plan_once
 from ._locks import lock_owner
-from ._plan import Stored
+from ._plan import RecordOp, Stored
+from ._pynamodb import connection
 from ._requests import build_request
 from ._send import check_token
 from .exceptions import InvalidUniqueValue
@@ -87,26 +90,34 @@ def explain(
         raise ValueError(msg)
     model = type(instance)
     planner = unique_planner(model)
+    context = context_of(model)
+    assert context is not None  # noqa: S101 - a model with a planner has a context.
     token = check_token(client_request_token)
-    instance._uniq_check_key()  # noqa: SLF001 - the write's own check, before anything.
-    known = instance._uniq_known()  # noqa: SLF001
+    context.check_key(instance)
+    known = context.known(instance)
     if stored is not None:
         known = Stored(exists=True, values={name: stored.get(name) for name in planner.unique_names})
     if op == "update" and not actions:
         msg = "explaining an update needs its actions"
         raise ValueError(msg)
     # The write's own first plan: the same intent and planner as save(), update() and delete().
-    record_op = "put" if op == "save" else op
-    assumed, desire = instance._uniq_intent(planner, record_op, actions, known)  # noqa: SLF001
-    plan, _ = instance._uniq_plan(planner, record_op, assumed, desire)  # noqa: SLF001
-    request = build_request(
-        instance,
-        plan,
-        condition,
-        actions,
-        add_version_condition=add_version_condition,
-        locks=model._uniq_locks(),  # noqa: SLF001 - where the core keeps the model's locks.
-    )
+    record_op: RecordOp = "put" if op == "save" else op
+    intent = Intent(record_op, condition, list(actions) if actions else None, add_version_condition, token)
+    assumed, desire = intent_plan(context, instance, record_op, actions, known)
+    if desire is None:
+        request = plain_update_request(context, instance, intent)
+    else:
+        plan, _ = plan_once(context, record_op, assumed, desire)
+        request = build_request(
+            context,
+            instance,
+            plan,
+            condition,
+            intent.actions,
+            add_version_condition=add_version_condition,
+            locks=context.locks(),
+        )
+    plan = request.plan
     if not request.transactional:
         return Explanation(request.operation, dict(request.items[0]))
     body: dict[str, Any] = {
@@ -188,7 +199,9 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         raise InvalidUniqueValue(msg)
     parts = constraint.values(values)
     key = constraint.key(parts)
-    locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
+    context = context_of(model)
+    assert context is not None  # noqa: S101 - a model with a planner has a context.
+    locks = context.locks()
     if key is None:
         return LockInfo(constraint.name, parts, None, locks.table_name, exists=False, owner=None, owner_holds=None)
     item = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True).get("Item")
@@ -196,12 +209,12 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
     holds: bool | None = None
     if owner is not None:
         holds = False
-        table = model._get_connection()  # noqa: SLF001 - the model's own connection.
+        table = connection(model)
         meta = table.get_meta_table()
         if len(owner) == (2 if meta.range_keyname else 1):
             range_key = owner[1] if len(owner) > 1 else None
             record = table.get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
             if record is not None:
-                held = model.from_raw_data(record)._uniq_lock_keys()  # noqa: SLF001 - the core's own keys.
+                held = context.lock_keys(model.from_raw_data(record))
                 holds = held.get(constraint.name) == key
     return LockInfo(constraint.name, parts, key, locks.table_name, item is not None, owner, holds)

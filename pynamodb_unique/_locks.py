@@ -14,6 +14,7 @@ from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEM
 
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
+from ._pynamodb import connection as model_connection
 from .exceptions import UniqueConfigError
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def lock_table(model: type[Model]) -> LockTable:
     separate = getattr(model.Meta, "unique_lock_table", None)
     if separate:
         return LockTable(_separate_table(model, separate), LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False)
-    connection = model._get_connection()  # noqa: SLF001 - the model's own cached connection.
+    connection = model_connection(model)
     meta_table = connection.get_meta_table()
     return LockTable(connection, meta_table.hash_keyname, meta_table.range_keyname, shared=True)
 

@@ -89,7 +89,7 @@ class Guard:
         if not stored.exists:
             if not self.gone_ok:
                 return gone
-            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner._paths)  # noqa: SLF001
+            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths)
             return gone if absent is None else gone | absent
         cas = planner.cas(stored)
         if cas is None:
@@ -279,7 +279,7 @@ class Planner:
         return tuple((c, frozenset((*c.attributes, *c.condition_attributes))) for c in self.constraints)
 
     @cached_property
-    def _paths(self) -> dict[str, Path]:
+    def paths(self) -> dict[str, Path]:
         return {name: Path(self.attributes[name]) for name in self.unique_names}
 
     def class_check(self) -> Condition | None:
@@ -293,7 +293,7 @@ class Planner:
 
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
-        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self._paths)
+        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self.paths)
         if self.discriminator is None:
             return cas
         path = Path(self.discriminator)

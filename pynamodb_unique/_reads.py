@@ -1,4 +1,4 @@
-"""Reads of a unique model: scan and query never yield lock items; batch writes are refused."""
+"""Reads of a unique model: lock items are never records, and what is loaded is remembered."""
 
 from __future__ import annotations
 
@@ -13,22 +13,51 @@ from pynamodb.pagination import ResultIterator
 from ._constraint import OWNER_HASH
 from ._locks import is_lock_item
 from ._registry import holds_locks, maintains_locks
-from ._state import UniqueState
 from .exceptions import UniqueError
 
 _T = TypeVar("_T", bound=Model)
 
 
-class UniqueReads(UniqueState):
-    """PynamoDB's reads, with lock items filtered out."""
+def _hide_locks(model: type[Model], filter_condition: Condition | None) -> Condition | None:
+    """Add "not a lock item" to a scan or query of a table where some model keeps locks."""
+    if not holds_locks(model):
+        return filter_condition
+    no_lock = Path(OWNER_HASH).does_not_exist()
+    return no_lock if filter_condition is None else filter_condition & no_lock
+
+
+class UniqueReads(Model):
+    """PynamoDB's reads of a unique model: lock items are never records, and loads are remembered."""
 
     @classmethod
-    def _uniq_hide_locks(cls, filter_condition: Condition | None) -> Condition | None:
-        """Add "not a lock item" to a scan or query of a table where some model keeps locks."""
-        if not holds_locks(cls):
-            return filter_condition
-        no_lock = Path(OWNER_HASH).does_not_exist()
-        return no_lock if filter_condition is None else filter_condition & no_lock
+    def from_raw_data(cls: type[_T], data: dict[str, Any]) -> _T:
+        """Build an instance from a stored item (get, query, scan) and remember its unique values.
+
+        Raises:
+            DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
+        """
+        if data is not None and is_lock_item(data) and holds_locks(cls):
+            msg = "the item is a lock item of pynamodb_unique, not a record"
+            raise cls.DoesNotExist(msg)
+        instance = super().from_raw_data(data)
+        context = getattr(type(instance), "_uniq", None)
+        if context is not None:
+            context.remember_loaded(instance, data)
+        return instance
+
+    def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
+        """Load a stored item (refresh, update) and remember its unique values.
+
+        Raises:
+            DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
+        """
+        if is_lock_item(attribute_values) and holds_locks(type(self)):
+            msg = "the item is a lock item of pynamodb_unique, not a record"
+            raise self.DoesNotExist(msg)
+        super().deserialize(attribute_values)
+        context = getattr(type(self), "_uniq", None)
+        if context is not None:
+            context.remember_loaded(self, attribute_values)
 
     @classmethod
     def query(
@@ -49,7 +78,7 @@ class UniqueReads(UniqueState):
         return super().query(
             hash_key,
             range_key_condition=range_key_condition,
-            filter_condition=cls._uniq_hide_locks(filter_condition),  # type: ignore[attr-defined] # cls is bound to Model.
+            filter_condition=_hide_locks(cls, filter_condition),
             consistent_read=consistent_read,
             index_name=index_name,
             scan_index_forward=scan_index_forward,
@@ -76,7 +105,7 @@ class UniqueReads(UniqueState):
     ) -> ResultIterator[_T]:
         """PynamoDB's scan, never yielding lock items."""
         return super().scan(
-            filter_condition=cls._uniq_hide_locks(filter_condition),  # type: ignore[attr-defined] # cls is bound to Model.
+            filter_condition=_hide_locks(cls, filter_condition),
             segment=segment,
             total_segments=total_segments,
             limit=limit,

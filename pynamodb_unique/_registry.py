@@ -12,6 +12,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pynamodb.attributes import DiscriminatorAttribute
+
 from .exceptions import UniqueConfigError
 
 if TYPE_CHECKING:
@@ -147,7 +149,7 @@ def family(model: type[Model]) -> list[type[Model]]:
 
 def discriminator(model: type[Model]) -> Any:
     """``model``'s DiscriminatorAttribute, or None."""
-    return model._get_discriminator_attribute()  # noqa: SLF001 - PynamoDB's polymorphism hook.
+    return next((a for a in model.get_attributes().values() if isinstance(a, DiscriminatorAttribute)), None)
 
 
 def maintains_locks(model: type[Model]) -> bool:

@@ -27,9 +27,12 @@ from ._audit import (
     Problem,
     RecordKey,
     audit,
+    unique_planner,
 )
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._context import context_of
 from ._plan import Stored
+from ._pynamodb import connection
 from ._registry import planner_of
 from ._send import retrying
 
@@ -125,12 +128,16 @@ class _Fixer:
 
     def __init__(self, model: type[UniqueMixin]) -> None:
         self.model = model
-        self.locks = model._uniq_locks()  # noqa: SLF001 - where the core keeps the model's locks.
-        self.table = model._get_connection()  # noqa: SLF001 - the model's own connection.
+        context = context_of(model)
+        if context is None:
+            unique_planner(model)  # Raises: not a unique model.
+        assert context is not None  # noqa: S101 - unique_planner raised otherwise.
+        self.locks = context.locks()
+        self.table = connection(model)
 
     @staticmethod
     def _key_types(model: type[Any]) -> tuple[str, ...]:
-        meta = model._get_connection().get_meta_table()  # noqa: SLF001 - the model's table schema.
+        meta = connection(model).get_meta_table()
         types = meta.get_attribute_type
         return tuple(types(name) for name in (meta.hash_keyname, meta.range_keyname) if name)
 
@@ -156,13 +163,12 @@ class _Fixer:
         planner = planner_of(model)
         condition: Condition | None
         if audited is None or planner is None:
-            condition = Path(model._get_connection().get_meta_table().hash_keyname).does_not_exist()  # noqa: SLF001
+            condition = Path(connection(model).get_meta_table().hash_keyname).does_not_exist()
         else:
             # The record's unique values and, for a polymorphic model, its class.
             condition = planner.cas(Stored(exists=True, values=audited))
         range_key = key[1] if len(key) > 1 else None
-        table = model._get_connection()  # noqa: SLF001 - the record's own table.
-        check: dict[str, Any] = table.get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
+        check: dict[str, Any] = connection(model).get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
         return check
 
     def owned_by(self, problem: Problem, owner: RecordKey | None) -> Condition:
@@ -250,7 +256,7 @@ def _fix(
     workers: int,
     progress: Callable[[int], None] | None,
 ) -> RepairReport:
-    table = model._get_connection().table_name  # noqa: SLF001 - the model's own connection.
+    table = connection(model).table_name
     if (report.model, report.table) != (model.__name__, table):
         msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
         raise ValueError(msg)

@@ -32,8 +32,10 @@ from pynamodb.constants import BINARY, NUMBER, STRING
 from pynamodb.exceptions import PynamoDBException
 
 from ._audit import PROBLEM_TYPES, AuditReport, audit
+from ._context import context_of
 from ._explain import explain, inspect
 from ._mixin import UniqueMixin
+from ._pynamodb import forget_connection
 from ._repair import RepairReport, backfill, repair
 from .exceptions import UniqueError
 
@@ -76,8 +78,10 @@ def load_model(path: str, endpoint: str | None = None) -> Model:
     if endpoint:
         model.Meta.host = endpoint
         # Connections are cached on first use: drop any made with the model's own host.
-        model._connection = None  # noqa: SLF001 - PynamoDB's connection cache.
-        model._uniq_lock_table = None  # noqa: SLF001 - the core's lock-table cache.
+        forget_connection(model)
+        context = context_of(model)
+        if context is not None:
+            context.forget_locks()
     return model
 
 

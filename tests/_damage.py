@@ -9,7 +9,7 @@ from models import Account
 from pynamodb.models import Model
 
 from pynamodb_unique import create_lock_table
-from pynamodb_unique._requests import owner_attributes
+from pynamodb_unique._context import ModelContext, context_of
 
 ADA = ("ACCT#a1f9c3", "PROFILE")
 GRACE = ("ACCT#0b7e21", "PROFILE")
@@ -40,6 +40,13 @@ def bind_accounts(backend: Backend, *, separate: bool = False) -> type[Account]:
     return model
 
 
+def _context(model: type[Model]) -> ModelContext:
+    """The library's context of a unique model."""
+    context = context_of(model)
+    assert context is not None
+    return context
+
+
 def client(model: type[Model]) -> Any:
     """The botocore client behind a model."""
     return model._get_connection().connection.client
@@ -47,7 +54,7 @@ def client(model: type[Model]) -> Any:
 
 def lock_table_name(model: type[Model]) -> str:
     """Where the model's locks live."""
-    return model._uniq_locks().table_name  # type: ignore[attr-defined, no-any-return]
+    return _context(model).locks().table_name
 
 
 def put_record(model: type[Model], key: tuple[str, str], **values: str) -> None:
@@ -63,7 +70,7 @@ def delete_record(model: type[Model], key: tuple[str, str]) -> None:
 
 def put_lock(model: type[Model], lock_key: str, owner: tuple[str, ...] | None, constraint: str) -> None:
     """Write a lock item behind the library's back."""
-    locks = model._uniq_locks()  # type: ignore[attr-defined]
+    locks = _context(model).locks()
     item: dict[str, Any] = {**locks.key(lock_key), "uniq_constraint": {"S": constraint}}
     if owner is not None:
         item["uniq_owner_hash"] = {"S": owner[0]}
@@ -111,13 +118,14 @@ def load_healthy(model: type[Account], count: int, *, start: int = 0) -> None:
 
     25 items go in one BatchWriteItem (its limit).
     """
-    locks = model._uniq_locks()
+    context = _context(model)
+    locks = context.locks()
     items: list[tuple[str, dict[str, Any]]] = []
     for n in range(start, start + count):
         account = model(pk=f"ACCT#bulk{n:07d}", email=f"user{n}@example.com", username=f"user{n}")
         items.append((model.Meta.table_name, account.serialize()))
-        owner = owner_attributes(account)
-        for name, lock_key in account._uniq_lock_keys().items():
+        owner = context.owner_fields(account)
+        for name, lock_key in context.lock_keys(account).items():
             if lock_key is not None:
                 items.append((locks.table_name, {**locks.key(lock_key), **owner, "uniq_constraint": {"S": name}}))
     for first in range(0, len(items), 25):

@@ -49,6 +49,7 @@ from pynamodb_unique import (
     inspect,
     repair,
 )
+from pynamodb_unique._context import context_of
 
 LAYOUTS = [pytest.param(False, id="shared"), pytest.param(True, id="separate")]
 
@@ -412,7 +413,7 @@ def test_repair__typed_owners_in_a_separate_lock_table(backend: Backend) -> None
     raw = client(model)
     raw.delete_item(TableName=model.Meta.table_name, Key={"id": {"N": "1"}})
     raw.put_item(TableName=model.Meta.table_name, Item={"id": {"N": "3"}, "code": {"S": "ghi"}})
-    locks = model._uniq_locks().table_name  # type: ignore[attr-defined]
+    locks = context_of(model).locks().table_name  # type: ignore[union-attr]
     raw.put_item(
         TableName=locks,
         Item={"PK": {"S": "UNIQ#CODE#DEF"}, "SK": {"S": "LOCK"}, "uniq_owner_hash": {"N": "9"}},

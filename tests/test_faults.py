@@ -333,7 +333,7 @@ def _table(model: type[Account]) -> list[dict[str, Any]]:
 
 
 def _instance_state(account: Account) -> tuple[dict[str, Any], Any]:
-    return copy.deepcopy(account.attribute_values), account._uniq_snapshot
+    return copy.deepcopy(account.attribute_values), vars(account).get("_uniq_snapshot")
 
 
 def _assert_done(model: type[Account], scenario: Scenario) -> None:

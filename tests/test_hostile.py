@@ -267,11 +267,11 @@ def test_hostile_value__stored_and_locked_or_refused_before_request(hostile: typ
 
     first = hostile(pk="first", **_assign(case.constraint, case.value))
     first.save()
-    key = first._uniq_lock_keys()[case.constraint]
+    key = first._uniq.lock_keys(first)[case.constraint]
     if case.locked:
         assert key is not None
         assert actual_locks(hostile) == {key: ("first",)}
-        assert hostile.get("first")._uniq_lock_keys()[case.constraint] == key
+        assert hostile._uniq.lock_keys(hostile.get("first"))[case.constraint] == key
     else:
         assert key is None
         assert actual_locks(hostile) == {}

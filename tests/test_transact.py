@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 import pytest
-from _backends import Backend, RequestCounter, bind_model
+from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _invariant import actual_locks, assert_invariant, raw_items
 from models import Account
 from pynamodb.attributes import UnicodeAttribute
@@ -49,6 +49,17 @@ def test_tx__unique_and_plain_items__one_request(models: tuple[type[Account], ty
     assert set(actual_locks(accounts)) == {"UNIQ#EMAIL#a@x.io", "UNIQ#HANDLE#ann"}
     assert events.get("E1").kind == "signup"
     assert_invariant(accounts)
+
+
+def test_tx__no_connection_given__uses_the_first_models(models: tuple[type[Account], type[Event]]) -> None:
+    """TransactWrite() without a connection sends with the first model's connection (no private API)."""
+    accounts, events = models
+    with RequestCounter(accounts) as counter, TransactWrite(client_request_token=unique_table_name("tok")) as tx:
+        tx.save(accounts(pk="A", email="a@x.io", username="ann"))
+        tx.save(events(id="E1", kind="signup"))
+    assert counter.operations == ["TransactWriteItems"]
+    assert set(actual_locks(accounts)) == {"UNIQ#EMAIL#a@x.io", "UNIQ#HANDLE#ann"}
+    assert events.get("E1").kind == "signup"
 
 
 def test_tx__taken_value__violation_names_instance(models: tuple[type[Account], type[Event]]) -> None:

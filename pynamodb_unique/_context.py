@@ -1,0 +1,278 @@
+"""One object per unique model: its facts read once, and what an instance knows of its record.
+
+The mixin's metaclass builds a :class:`ModelContext` for each concrete model and keeps it as the
+class attribute ``_uniq``; an instance's knowledge of its stored record lives in the instance
+attribute ``_uniq_snapshot``. Those two names are all the library adds to a user's model besides
+PynamoDB's own methods, overridden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pynamodb.attributes import VersionAttribute
+from pynamodb.constants import NUMBER
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.expressions.update import Action, RemoveAction, SetAction
+
+from ._constraint import OWNER_HASH, OWNER_RANGE
+from ._keys import LOCK_PREFIX
+from ._locks import LockTable, lock_table
+from ._plan import Planner, Stored
+from ._pynamodb import connection, serialized_key
+from ._registry import maintains_locks, planner_of, stored_class
+from ._send import RETRY_ATTEMPTS
+from .exceptions import InvalidUniqueValue
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+#: The instance attribute holding what an instance knows of its stored record: (key, Stored).
+SNAPSHOT: Final = "_uniq_snapshot"
+
+#: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
+OwnerKey = tuple[Any, ...]
+
+
+def context_of(model: type[Any]) -> ModelContext | None:
+    """The context the mixin's metaclass built for ``model`` (None: not a concrete unique model)."""
+    context = getattr(model, "_uniq", None)
+    return context if isinstance(context, ModelContext) else None
+
+
+class ModelContext:
+    """A unique model's facts, read once from its class, and the operations on its instances.
+
+    Attributes:
+        model: the model class.
+        planner: plans its writes.
+        hash_name: the Python name of its hash key attribute.
+        range_name: the Python name of its range key attribute, or None.
+    """
+
+    def __init__(self, model: type[Model], planner: Planner) -> None:
+        self.model = model
+        self.planner = planner
+        attributes = model.get_attributes()
+        self.attributes = attributes
+        self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
+        self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
+        self.python_names = {a.attr_name: name for name, a in attributes.items()}
+        self._locks: LockTable | None = None
+
+    # Settings, read when used: tests and the CLI change Meta after the class is defined.
+
+    @property
+    def retry_attempts(self) -> int:
+        """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``."""
+        attempts: int = getattr(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+        return attempts
+
+    def active(self) -> Planner | None:
+        """The planner when the model's writes move locks; None: its writes are PynamoDB's own."""
+        return self.planner if maintains_locks(self.model) else None
+
+    def locks(self) -> LockTable:
+        """Where the model's lock items live (cached, renewed with the model's connection)."""
+        cached = self._locks
+        if cached is None or (cached.shared and cached.connection is not connection(self.model)):
+            cached = self._locks = lock_table(self.model)
+        return cached
+
+    def forget_locks(self) -> None:
+        """Drop the cached lock table (after the model's host or lock table changed)."""
+        self._locks = None
+
+    # An instance's values and keys.
+
+    def values(self, instance: Model) -> dict[str, Any]:
+        """The values of the attributes the constraints read, by Python name (None when unset)."""
+        values = instance.attribute_values
+        return {name: values.get(name) for name in self.planner.unique_names}
+
+    def key(self, instance: Model) -> tuple[Any, Any]:
+        """The record's key as Python values: what a snapshot is remembered under."""
+        values = instance.attribute_values
+        return values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+
+    def owner(self, instance: Model) -> OwnerKey:
+        """The record's key as lock items store it, serialized."""
+        hash_key, range_key = serialized_key(instance)
+        return (hash_key,) if range_key is None else (hash_key, range_key)
+
+    def owner_fields(self, instance: Model) -> dict[str, dict[str, Any]]:
+        """The owner fields of a lock item, typed as the record's key attributes are."""
+        owner = self.owner(instance)
+        fields = {OWNER_HASH: {self.attributes[self.hash_name].attr_type: owner[0]}}
+        if self.range_name is not None:
+            fields[OWNER_RANGE] = {self.attributes[self.range_name].attr_type: owner[1]}
+        return fields
+
+    def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
+        """A lock's serialized owner key in the Python types of this model's key attributes."""
+        if owner is None:
+            return None
+        names = [self.hash_name, self.range_name]
+        try:
+            return tuple(
+                self.attributes[name].deserialize(value)
+                for name, value in zip(names, owner, strict=False)
+                if name is not None
+            )
+        except (TypeError, ValueError):
+            # Another model's record owns the lock and its key types differ: its key as stored.
+            return tuple(owner)
+
+    def key_item(self, instance: Model) -> dict[str, Any]:
+        """The record's key as DynamoDB JSON: the item an update creates before its actions apply."""
+        hash_key, range_key = serialized_key(instance)
+        hash_attribute = self.attributes[self.hash_name]
+        item = {hash_attribute.attr_name: {hash_attribute.attr_type: hash_key}}
+        if self.range_name is not None:
+            range_attribute = self.attributes[self.range_name]
+            item[range_attribute.attr_name] = {range_attribute.attr_type: range_key}
+        return item
+
+    def lock_keys(self, instance: Model) -> dict[str, str | None]:
+        """The lock key each constraint calls for with the instance's values (None: no lock)."""
+        return self.planner.keys(self.values(instance))
+
+    def check_key(self, instance: Model) -> None:
+        """Refuse a record hash key that could be taken for a lock key.
+
+        Raises:
+            InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
+        """
+        if getattr(self.model.Meta, "unique_lock_table", None):
+            return  # Locks live elsewhere: any hash key is the record's own.
+        raw = instance.attribute_values.get(self.hash_name)
+        hash_key = self.attributes[self.hash_name].serialize(raw) if raw is not None else None
+        if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
+            msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
+            raise InvalidUniqueValue(msg)
+
+    # What is stored.
+
+    def stored_from_item(self, item: Mapping[str, Any] | None) -> Stored:
+        """What a stored item holds, read by its own class (polymorphic models: maybe another one)."""
+        if not item:
+            return Stored(exists=False)
+        stored_cls = stored_class(self.model, item)
+        loaded = stored_cls.from_raw_data(dict(item))
+        planner = planner_of(stored_cls)
+        values = {name: loaded.attribute_values.get(name) for name in (planner.unique_names if planner else ())}
+        source = None if stored_cls is self.model else planner
+        return Stored(exists=True, values=values, source=source, item=item)
+
+    def read_stored(self, instance: Model) -> dict[str, Any] | None:
+        """The stored item under the instance's key, read consistently (None: no record)."""
+        hash_key, range_key = serialized_key(instance)
+        data = connection(self.model).get_item(hash_key, range_key=range_key, consistent_read=True)
+        item: dict[str, Any] | None = data.get("Item")
+        return item
+
+    # The instance's snapshot of its stored record.
+
+    def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
+        """Remember what is stored under the instance's key (after a read or a write)."""
+        vars(instance)[SNAPSHOT] = (key or self.key(instance), stored)
+
+    def remember_loaded(self, instance: Model, item: Mapping[str, Any] | None) -> None:
+        """Remember a loaded item, when the model's writes move locks."""
+        if self.active() is not None:
+            self.remember(instance, Stored(exists=True, values=self.values(instance), item=item))
+
+    def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
+        """What is stored, if the instance knows it (it was loaded or written under the same key)."""
+        snapshot = vars(instance).get(SNAPSHOT)
+        if snapshot is None:
+            return None
+        remembered, stored = snapshot
+        return stored if remembered == (key or self.key(instance)) else None
+
+    # Update actions.
+
+    def update_changes(self, actions: Sequence[Action]) -> dict[str, Any]:
+        """New values of the unique attributes the actions touch; refuse what cannot be known.
+
+        Raises:
+            InvalidUniqueValue: an action other than ``.set(literal)`` or ``.remove()`` touches a
+                unique attribute.
+        """
+        unique = set(self.planner.unique_names)
+        changes: dict[str, Any] = {}
+        for action in actions:
+            path = action.values[0]
+            if not isinstance(path, Path):
+                continue
+            name = self.python_names.get(path.path[0], path.path[0])
+            if name not in unique:
+                continue
+            literal = _literal(action)
+            if literal is None:
+                msg = f"update() may only .set(<literal>) or .remove() the unique attribute {name!r}, got {action}"
+                raise InvalidUniqueValue(msg)
+            changes[name] = self._python_value(name, literal[1])
+        return changes
+
+    def apply_literals(self, instance: Model, actions: Sequence[Action]) -> None:
+        """Apply the top-level literal set/remove actions to the instance (others need a read)."""
+        for action in actions:
+            literal = _literal(action)
+            name = self.python_names.get(literal[0], literal[0]) if literal is not None else None
+            if literal is not None and name in self.attributes:
+                setattr(instance, name, self._python_value(name, literal[1]))
+
+    def _python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
+        if serialized is None:
+            return None
+        attribute = self.attributes[name]
+        return attribute.deserialize(attribute.get_value(serialized))
+
+
+def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:
+    """(attribute name, serialized value; None for a removal) of a top-level literal action; else None."""
+    path = action.values[0]
+    if not isinstance(path, Path) or len(path.path) != 1:
+        return None
+    if isinstance(action, RemoveAction):
+        return path.path[0], None
+    if isinstance(action, SetAction) and isinstance(action.values[1], Value):
+        value: dict[str, Any] = action.values[1].value
+        return path.path[0], value
+    return None
+
+
+def updated_image(
+    context: ModelContext, instance: Model, item: Mapping[str, Any], actions: Sequence[Action]
+) -> dict[str, Any] | None:
+    """A stored item after literal update actions and the version bump: what ALL_NEW returns.
+
+    Args:
+        context: the model's context.
+        instance: the record updated, its local version already bumped.
+        item: the item as stored before the update (DynamoDB JSON).
+        actions: the update's actions.
+
+    Returns:
+        The item after the update, or None when an action is not a top-level literal.
+    """
+    image = dict(item)
+    for action in actions:
+        literal = _literal(action)
+        if literal is None:
+            return None
+        name, value = literal
+        if value is None:
+            image.pop(name, None)
+        else:
+            image[name] = value
+    for name, attribute in context.attributes.items():
+        if isinstance(attribute, VersionAttribute):
+            version = getattr(instance, name)
+            if version is None:
+                image.pop(attribute.attr_name, None)
+            else:
+                image[attribute.attr_name] = {NUMBER: attribute.serialize(version)}  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+    return image

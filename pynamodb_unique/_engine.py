@@ -1,0 +1,315 @@
+"""The write engine: plan, send, interpret the cancellation reasons, re-plan from the stored item.
+
+Every write of a unique model goes through :func:`write` (``save``, ``update``, ``delete``);
+composed transactions read their reasons with the same :func:`interpret`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from pynamodb.exceptions import CancellationReason
+
+from ._context import ModelContext, OwnerKey, updated_image
+from ._locks import lock_owner, lock_owner_model
+from ._plan import LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
+from ._pynamodb import connection
+from ._registry import stored_class
+from ._requests import OPERATIONS, and_conditions, build_request
+from ._send import Request, WriteFailed, conditional_check_error, derive_token, new_token, send
+from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
+
+if TYPE_CHECKING:
+    from pynamodb.expressions.condition import Condition
+    from pynamodb.expressions.update import Action
+    from pynamodb.models import Model
+
+#: How many plans one operation may send: the first, then at most three re-plans.
+MAX_PLANS: Final = 4
+
+FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one failed action of a cancelled request means.
+
+    Attributes:
+        kind: ``taken`` (a lock put met another record's lock), ``record`` (the record's
+            condition failed), ``foreign`` (a lock to release is another record's), ``ours-again``
+            (a lock checked not ours is ours), ``other`` (an item that is not the library's).
+        action: the planned action, or None for another item.
+        item: the stored item DynamoDB returned with the reason (ALL_OLD), if any.
+    """
+
+    kind: FindingKind
+    action: PlanAction | None
+    item: dict[str, Any] | None
+
+
+def interpret(
+    sent: Sequence[tuple[PlanAction, frozenset[OwnerKey]] | None], reasons: Sequence[CancellationReason | None]
+) -> list[Finding]:
+    """Turn the actions as sent and DynamoDB's reasons, position by position, into findings.
+
+    Args:
+        sent: each sent item's action and the owner keys counted as the writer's own (a lock
+            already owned by one of them is no violation); None for an item not the library's.
+        reasons: the cancellation reasons, in the order sent.
+    """
+    findings = []
+    for slot, reason in zip(sent, reasons, strict=False):
+        if reason is None or reason.code != "ConditionalCheckFailed":
+            continue
+        item = reason.raw_item
+        if slot is None:
+            findings.append(Finding("other", None, item))
+            continue
+        action, ours = slot
+        if isinstance(action, RecordWrite):
+            findings.append(Finding("record", action, item))
+        elif isinstance(action, LockPut):
+            if lock_owner(item) not in ours:
+                findings.append(Finding("taken", action, item))
+        elif isinstance(action, LockRelease):
+            findings.append(Finding("foreign", action, item))
+        elif isinstance(action, LockNotOurs):
+            findings.append(Finding("ours-again", action, item))
+    return findings
+
+
+def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
+    """The violation a ``taken`` finding means, with the owner read from the lock item."""
+    action = finding.action
+    assert isinstance(action, LockPut)  # noqa: S101 - only taken findings come here.
+    c = action.constraint
+    owner = context.decode_owner(lock_owner(finding.item))
+    return Violation(c.name, c.attributes, action.values, owner, instance, lock_owner_model(finding.item))
+
+
+Desire = Callable[[Stored], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One write as the caller asked for it."""
+
+    op: RecordOp
+    condition: Condition | None
+    actions: list[Action] | None
+    add_version_condition: bool
+    token: str | None
+
+
+def intent_plan(
+    context: ModelContext, instance: Model, op: RecordOp, actions: Sequence[Action] | None, known: Stored | None
+) -> tuple[Stored, Desire | None]:
+    """What a write assumes is stored, and the values it wants given what is stored.
+
+    None as the second item: an ``update`` that touches no unique attribute (a plain UpdateItem).
+    """
+    if op == "put":
+        desired = context.values(instance)
+        return known or Stored(exists=False), lambda _: desired
+    # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
+    guess = known or Stored(exists=True, values=context.values(instance))
+    if op == "delete":
+        return guess, lambda _: {}
+    changes = context.update_changes(actions or ())
+    if not changes:
+        return Stored(exists=True), None
+    return guess, lambda stored: {**stored.values, **changes}
+
+
+def plan_once(
+    context: ModelContext, op: RecordOp, assumed: Stored, desire: Desire, not_ours: frozenset[str] = frozenset()
+) -> tuple[Plan, dict[str, Any]]:
+    """The plan of one request, and the values it writes."""
+    desired = desire(assumed)
+    if op == "delete":
+        return context.planner.delete(assumed, not_ours=not_ours), desired
+    return context.planner.write(op, assumed, desired, not_ours=not_ours), desired
+
+
+def write(context: ModelContext, instance: Model, intent: Intent, assumed: Stored, desire: Desire) -> Any:
+    """Plan, send, and re-plan from the stored item when the view was stale (at most ``MAX_PLANS``).
+
+    Raises:
+        UniqueViolation: a value is held by another record.
+        ConditionFailed: the caller's condition or the version check failed.
+        StaleWrite: the record kept changing.
+    """
+    key = context.key(instance)
+    base_token = intent.token
+    not_ours: set[str] = set()
+    locks = context.locks()
+    for step in range(MAX_PLANS):
+        plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours))
+        request = build_request(
+            context,
+            instance,
+            plan,
+            intent.condition,
+            intent.actions,
+            add_version_condition=intent.add_version_condition,
+            locks=locks,
+        )
+        step_token: str | None = None
+        if request.transactional:
+            # Made once per operation, and only when a request carries it.
+            base_token = base_token or new_token()
+            step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
+        try:
+            response = send(connection(context.model).connection, request, step_token, attempts=context.retry_attempts)
+        except WriteFailed as failure:
+            assumed = _after_failure(context, instance, plan, failure, not_ours)
+            continue
+        return after_success(context, instance, intent, plan, desired, response, key=key, sent=request.record_item())
+    msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
+    raise StaleWrite(msg)
+
+
+def plain_update_request(context: ModelContext, instance: Model, intent: Intent) -> Request:
+    """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap."""
+    plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+    # A polymorphic record may hold another class's item: its locks follow that class's
+    # constraints, which this update cannot plan; the class check refuses it before writing.
+    checked = and_conditions(intent.condition, context.planner.class_check())
+    return build_request(
+        context,
+        instance,
+        plan,
+        checked,
+        intent.actions,
+        add_version_condition=intent.add_version_condition,
+        locks=context.locks(),
+    )
+
+
+def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
+    """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts."""
+    request = plain_update_request(context, instance, intent)
+    try:
+        response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
+    except WriteFailed as failure:
+        refuse_other_class(context, failure.reasons[0].raw_item if failure.reasons[0] is not None else None)
+        msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
+        error = conditional_check_error(failure.cause, "UpdateItem")
+        raise ConditionFailed(msg, error) from error
+    instance.deserialize(response["Attributes"])
+    return response
+
+
+def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> None:
+    """Refuse an update of a stored item of another class, as PynamoDB's update() refuses to load it.
+
+    PynamoDB applies the update, then raises; this refuses before anything is written, since the
+    item's locks follow its own class's constraints.
+    """
+    if item:
+        stored_cls = stored_class(context.model, item)
+        if stored_cls is not context.model:
+            msg = f"Cannot update this item from the returned class: {stored_cls.__name__}"
+            raise ValueError(msg)
+
+
+def _after_failure(
+    context: ModelContext, instance: Model, plan: Plan, failure: WriteFailed, not_ours: set[str]
+) -> Stored:
+    """Read a failure: raise what the caller must see, or return the stored state to re-plan from."""
+    ours = frozenset({context.owner(instance)})
+    findings = interpret([(action, ours) for action in plan.sent()], failure.reasons)
+    violations = [violation(context, instance, f) for f in findings if f.kind == "taken"]
+    if violations:
+        raise UniqueViolation(violations, failure.cause)
+    record = next((f for f in findings if f.kind == "record"), None)
+    if record is None:
+        foreign = [f.action.key for f in findings if isinstance(f.action, LockRelease)]
+        back = [f.action.key for f in findings if isinstance(f.action, LockNotOurs)]
+        if not foreign and not back:
+            raise failure.cause
+        # A lock to release belongs to another record (the record is gone, or the lock is
+        # foreign: for audit and repair): the next plan checks it is still not ours instead.
+        # A lock checked so has become ours again: the next plan releases it.
+        not_ours.difference_update(back)
+        not_ours.update(foreign)
+        return plan.assumed
+    # What other records owned was learnt for a record state that is gone: forget it.
+    not_ours.clear()
+    item = record.item
+    if item is None and (plan.record.op == "delete" or not plan.assumed.exists):
+        # The failed condition implies the record exists; this backend sent no ALL_OLD item.
+        item = context.read_stored(instance)
+    if plan.record.op == "update":
+        refuse_other_class(context, item)
+    stored = context.stored_from_item(item)
+    if stored.same_as(plan.assumed, context.planner.unique_names):
+        who = f"{type(instance).__name__} {context.owner(instance)}"
+        msg = f"{who}: {ConditionFailed.msg} (the caller's condition or the version check)"
+        error = conditional_check_error(failure.cause, OPERATIONS[plan.record.op], item)
+        raise ConditionFailed(msg, error) from error
+    return stored
+
+
+def after_success(
+    context: ModelContext,
+    instance: Model,
+    intent: Intent,
+    plan: Plan,
+    desired: dict[str, Any],
+    response: dict[str, Any],
+    *,
+    key: tuple[Any, ...] | None = None,
+    sent: dict[str, Any] | None = None,
+    load: bool = True,
+) -> dict[str, Any]:
+    """Make the instance reflect what is stored, as PynamoDB does after a write; return the response.
+
+    Args:
+        context: the model's context.
+        instance: the record written.
+        intent: the write as asked.
+        plan: the plan that succeeded.
+        desired: the unique values written.
+        response: DynamoDB's response.
+        key: the record key the write was planned under.
+        sent: the record's request item, when known.
+        load: load the stored item after a transactional update, as PynamoDB's ``update()``
+            does (PynamoDB's ``TransactWrite`` does not: only literal actions are applied).
+    """
+    op, actions = intent.op, intent.actions or []
+    if op == "delete":
+        context.remember(instance, Stored(exists=False), key)
+        return response
+    if op == "put":
+        instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+        item = sent.get("Item") if sent is not None else None
+        context.remember(instance, Stored(exists=True, values=desired, item=item), key)
+        return response
+    if "Attributes" in response:
+        # UpdateItem returned the stored item: load it, as PynamoDB's update() does.
+        instance.deserialize(response["Attributes"])
+        return response
+    # A transaction returns no item, while PynamoDB's update() returns the item after the
+    # write (ALL_NEW) and loads it. When the record did not exist, the condition proves that
+    # item is the key with the literal actions applied; otherwise it is read once, consistently,
+    # after the commit (what was read before may have changed in attributes no condition covers).
+    instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+    if not load:
+        context.apply_literals(instance, actions)
+        context.remember(instance, Stored(exists=True, values=desired), key)
+        return response
+    image = None
+    if not plan.assumed.exists:
+        image = updated_image(context, instance, context.key_item(instance), actions)
+    if image is None:
+        image = context.read_stored(instance)
+    if image is None:
+        # Deleted by another writer since the commit: the write succeeded all the same.
+        context.apply_literals(instance, actions)
+        context.remember(instance, Stored(exists=True, values=desired), key)
+        return response
+    instance.deserialize(image)
+    return {**response, "Attributes": image}

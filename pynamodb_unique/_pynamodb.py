@@ -1,0 +1,110 @@
+"""The seam to PynamoDB: every PynamoDB internal this package uses, and nothing else.
+
+Each function says why the internal is needed and what public API would replace it, so an
+upgrade of PynamoDB (6.x, 7) is checked here and nowhere else. Two internals cannot move here
+because they are overrides on the model class itself: ``_batch_get_page`` (``_reads``: the page
+reader of ``batch_get()``, filtered of lock items) and ``TransactWrite._commit`` (``_transact``:
+the one place a transaction is sent).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+from pynamodb.constants import ALL_OLD, ITEM
+
+if TYPE_CHECKING:
+    from pynamodb.connection import TableConnection
+    from pynamodb.exceptions import PynamoDBException
+    from pynamodb.expressions.condition import Condition
+    from pynamodb.models import Model
+    from pynamodb.transactions import TransactWrite
+
+
+def connection(model: type[Model]) -> TableConnection:
+    """The model's cached TableConnection, built from its Meta.
+
+    Why: PynamoDB builds it from Meta (region, host, timeouts, credentials) and caches it; no
+    public accessor exists. Replacement: a public ``Model.get_connection()``.
+    """
+    return model._get_connection()
+
+
+def forget_connection(model: type[Model]) -> None:
+    """Drop the model's cached connection, so a changed ``Meta.host`` takes effect (the CLI's ``--endpoint``).
+
+    Why: the cache lives in ``Model._connection``. Replacement: none public; a Meta change before
+    first use needs nothing.
+    """
+    model._connection = None
+
+
+def serialized_key(instance: Model) -> tuple[Any, Any]:
+    """The record's hash and range key values, serialized (range None without one).
+
+    Why: the same serialization PynamoDB uses for its own requests, without serializing the
+    whole item. Replacement: ``instance.serialize()`` and picking the key attributes (slower).
+    """
+    hash_key, range_key = instance._get_hash_range_key_serialized_values()
+    return hash_key, range_key
+
+
+def blank_instance(model: type[Model]) -> Model:
+    """An instance without defaults applied, as PynamoDB builds one to load a stored item.
+
+    Why: partial constraints' conditions receive an instance holding exactly the values being
+    written; ``Model()`` would fill in defaults. Replacement: a public way to build an instance
+    from Python values without defaults.
+    """
+    return model(_user_instantiated=False)
+
+
+def put_kwargs(instance: Model, condition: Condition | None, *, add_version_condition: bool) -> dict[str, Any]:
+    """A PutItem's arguments with ALL_OLD on failure, honouring ``add_version_condition``.
+
+    Why: the public ``get_save_kwargs_from_instance`` always adds the version check, while
+    ``save(add_version_condition=False)`` must not. Replacement: that flag on the public builder.
+    """
+    if add_version_condition:
+        kwargs: dict[str, Any] = instance.get_save_kwargs_from_instance(
+            condition=condition, return_values_on_condition_failure=ALL_OLD
+        )
+        return kwargs
+    args, save = instance._get_save_args(condition=condition, add_version_condition=False)
+    (hash_key,) = args
+    built: dict[str, Any] = connection(type(instance)).get_operation_kwargs(
+        hash_key,
+        range_key=save.get("range_key"),
+        key=ITEM,
+        attributes=save["attributes"],
+        condition=save["condition"],
+        return_values_on_condition_failure=ALL_OLD,
+    )
+    return built
+
+
+def client_error(exc: PynamoDBException) -> ClientError | None:
+    """The botocore error behind a failed single-item write, which carries its ALL_OLD item.
+
+    Why: PynamoDB wraps botocore's ``ClientError`` in its ``VerboseClientError``, which keeps only
+    the error code and message; the item DynamoDB returned stays on the original error, chained as
+    ``__cause__``. Replacement: PynamoDB exposing the response's ``Item`` on its exceptions.
+    """
+    original = exc.cause.__cause__ if exc.cause is not None else None
+    return original if isinstance(original, ClientError) else None
+
+
+def transaction_lists(tx: TransactWrite) -> dict[str, list[dict[str, Any]]]:
+    """A PynamoDB transaction's pending items, by the group they are sent in.
+
+    Why: the library adds lock items next to the caller's own and must know the position each is
+    sent at (PynamoDB groups them: condition checks, deletes, puts, updates). Replacement: a public
+    way to add raw items to a ``TransactWrite``.
+    """
+    return {
+        "check": tx._condition_check_items,
+        "delete": tx._delete_items,
+        "put": tx._put_items,
+        "update": tx._update_items,
+    }
