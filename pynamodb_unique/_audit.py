@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from ._mixin import UniqueMixin
     from ._plan import Planner
 
+_NO_LOCK: Any = object()
+
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 RecordKey = tuple[Any, ...]
 #: Unique values of one record as the audit read them (Python attribute name -> value).
@@ -383,9 +385,8 @@ class _Collector:
         try:
             context = context_of(model)
             assert context is not None  # noqa: S101 - audited models keep locks.
-            instance = model.from_raw_data(item)
-            values = context.values(instance)
-            return context.owner(instance), model, tuple(values.values()), context.planner.keys(values)
+            owner, values = context.read_record(item)
+            return owner, model, tuple(values.values()), context.planner.keys(values)
         except Exception as exc:
             meta = connection(model).get_meta_table()
             key = {name: item.get(name) for name in (meta.hash_keyname, meta.range_keyname) if name}
@@ -434,24 +435,32 @@ class _Collector:
         model = self.records[key][0]
         return next(c for c in constraints_of(model) if c.name == name)
 
+    def _problem(self, kind: type[Problem], lock_key: str, holder: RecordKey, owner: RecordKey | None) -> Problem:
+        """One problem of a held value, with what repair needs of each record involved."""
+        name = constraint_name(lock_key)
+        holders = tuple(sorted((holder, *self.more_holders.get(lock_key, ()))))
+        involved = holders if owner is None else (*holders, owner)
+        audited = {key: self._audited(key) for key in involved}
+        models = {key: self.records[key][0] for key in involved if key in self.records}
+        values = self._constraint(holders[0], name).values(audited[holders[0]] or {})
+        return kind(name, lock_key, values, owner, holders, audited, models)
+
     def problems(self) -> list[Problem]:
         """Compare live values with locks, once the scan is complete."""
         found: list[Problem] = []
+        locks, more = self.locks, self.more_holders
         for lock_key, holder in self.holders.items():
-            name = constraint_name(lock_key)
-            holders = tuple(sorted((holder, *self.more_holders.get(lock_key, ()))))
-            owner = self.locks.get(lock_key)
-            involved = holders if owner is None else (*holders, owner)
-            audited = {key: self._audited(key) for key in involved}
-            models = {key: self.records[key][0] for key in involved if key in self.records}
-            values = self._constraint(holders[0], name).values(audited[holders[0]] or {})
-            args = (name, lock_key, values, owner, holders, audited, models)
-            if len(holders) > 1:
-                found.append(DuplicateValue(*args))
-            elif lock_key not in self.locks:
-                found.append(MissingLock(*args))
+            owner = locks.get(lock_key, _NO_LOCK)
+            kind: type[Problem]
+            if lock_key in more:
+                kind = DuplicateValue
+            elif owner is _NO_LOCK:
+                kind = MissingLock
             elif owner != holder:
-                found.append(ForeignLock(*args))
+                kind = ForeignLock
+            else:
+                continue  # The usual case: the value's lock names its one holder.
+            found.append(self._problem(kind, lock_key, holder, None if owner is _NO_LOCK else owner))
         for lock_key, owner in self.locks.items():
             if lock_key not in self.holders:
                 audited = {} if owner is None else {owner: self._audited(owner)}

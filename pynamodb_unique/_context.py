@@ -124,6 +124,23 @@ class ModelContext:
             # Another model's record owns the lock and its key types differ: its key as stored.
             return tuple(owner)
 
+    def read_record(self, item: Mapping[str, Any]) -> tuple[OwnerKey, dict[str, Any]]:
+        """A stored record's owner key and unique values, read from its item without building an instance.
+
+        What ``from_raw_data`` and :meth:`values` would give, for the audit's scans: each unique
+        attribute deserialized as PynamoDB's ``deserialize`` does, the key as stored.
+        """
+        values = {}
+        for name in self.planner.unique_names:
+            attribute = self.attributes[name]
+            raw = item.get(attribute.attr_name)
+            values[name] = None if raw is None else attribute.deserialize(attribute.get_value(raw))
+        hash_raw = item[self.attributes[self.hash_name].attr_name]
+        owner: OwnerKey = (next(iter(hash_raw.values())),)
+        if self.range_name is not None:
+            owner = (*owner, next(iter(item[self.attributes[self.range_name].attr_name].values())))
+        return owner, values
+
     def key_item(self, instance: Model) -> dict[str, Any]:
         """The record's key as DynamoDB JSON: the item an update creates before its actions apply."""
         hash_key, range_key = serialized_key(instance)
