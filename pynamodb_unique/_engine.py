@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pynamodb.exceptions import CancellationReason
+from pynamodb.exceptions import CancellationReason, UpdateError
+from pynamodb.models import Model as PynamoModel
 
 from ._context import ModelContext, OwnerKey, updated_image
 from ._locks import lock_owner, lock_owner_model
@@ -18,7 +19,16 @@ from ._plan import LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp
 from ._pynamodb import connection
 from ._registry import stored_class
 from ._requests import OPERATIONS, and_conditions, build_request
-from ._send import Request, WriteFailed, conditional_check_error, derive_token, new_token, send
+from ._send import (
+    Request,
+    WriteFailed,
+    conditional_check_error,
+    derive_token,
+    error_code,
+    new_token,
+    retrying,
+    send,
+)
 from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 
 if TYPE_CHECKING:
@@ -172,8 +182,19 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
 
 
 def plain_update_request(context: ModelContext, instance: Model, intent: Intent) -> Request:
-    """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap."""
+    """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap.
+
+    A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
+    check of the stored class and asks for the item when it fails.
+    """
     plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+    if context.planner.discriminator is None:
+        kwargs = instance.get_update_kwargs_from_instance(
+            actions=list(intent.actions or ()),
+            condition=intent.condition,
+            add_version_condition=intent.add_version_condition,
+        )
+        return Request(plan, [{**kwargs, "ReturnValues": "ALL_NEW"}], "UpdateItem")
     # A polymorphic record may hold another class's item: its locks follow that class's
     # constraints, which this update cannot plan; the class check refuses it before writing.
     checked = and_conditions(intent.condition, context.planner.class_check())
@@ -190,6 +211,8 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
 
 def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts."""
+    if context.planner.discriminator is None:
+        return _pynamodb_update(context, instance, intent)
     request = plain_update_request(context, instance, intent)
     try:
         response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
@@ -200,6 +223,25 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
         raise ConditionFailed(msg, error) from error
     instance.deserialize(response["Attributes"])
     return response
+
+
+def _pynamodb_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
+    """PynamoDB's own ``update()``, retried on conflicts and throttling; a failed condition is ConditionFailed."""
+    actions = intent.actions or []
+
+    def call() -> Any:
+        # PynamoDB appends the version action to the list it is given: a fresh copy per send.
+        return PynamoModel.update(
+            instance, list(actions), intent.condition, add_version_condition=intent.add_version_condition
+        )
+
+    try:
+        return retrying(call, attempts=context.retry_attempts)
+    except UpdateError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
+        raise ConditionFailed(msg, exc.cause) from exc.cause
 
 
 def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> None:
