@@ -328,7 +328,7 @@ def after_success(
     if op == "put":
         instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
         item = sent.get("Item") if sent is not None else None
-        context.remember(instance, Stored(exists=True, values=desired, item=item), key)
+        context.remember(instance, Stored(exists=True, values=desired, item=item, keys=plan.keys), key)
         return response
     if "Attributes" in response:
         # UpdateItem returned the stored item: load it, as PynamoDB's update() does.

@@ -13,11 +13,14 @@ from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
 from pynamodb.attributes import Attribute
+from pynamodb.constants import BINARY, NUMBER, STRING
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 
 from ._constraint import Constraint
 from .exceptions import UniqueConfigError
+
+_SCALAR_TYPES: Final = frozenset({STRING, NUMBER, BINARY})
 
 #: DynamoDB's limit on the number of actions in one TransactWriteItems.
 MAX_TRANSACTION_ACTIONS: Final = 100
@@ -38,12 +41,14 @@ class Stored:
             polymorphic model than the writer's (its locks are the ones to release); None: the
             writer's class.
         item: the whole stored item (DynamoDB JSON), when known.
+        keys: the lock key of each constraint for ``values``, when already computed.
     """
 
     exists: bool
     values: Mapping[str, Any] = field(default_factory=dict)
     source: Planner | None = field(default=None, compare=False)
     item: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
 
     def same_as(self, other: Stored, names: Sequence[str]) -> bool:
         """Whether both describe the same unique state (what the compare-and-swap checks)."""
@@ -108,9 +113,7 @@ class Guard:
             return []
         planner, values = self.planner, self.stored.values
         found = [
-            Value(value, attribute=planner.attributes[name]).value
-            for name in planner.unique_names
-            if (value := values.get(name)) is not None
+            planner.serialize(name, value) for name in planner.unique_names if (value := values.get(name)) is not None
         ]
         if planner.discriminator is not None and planner.kind is not None:
             found.append(Value(planner.kind, attribute=planner.discriminator).value)
@@ -168,6 +171,8 @@ class Plan:
     puts: tuple[LockPut, ...]
     assumed: Stored
     checks: tuple[LockNotOurs, ...] = ()
+    #: The lock key of every constraint after the write, when planning learnt them all (else None).
+    keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def transactional(self) -> bool:
@@ -269,6 +274,14 @@ class Planner:
         key = constraint.key(constraint.values(values))
         return key if key is not None and self.applies(constraint, values) else None
 
+    def held_key(self, constraint: Constraint, stored: Stored) -> str | None:
+        """The lock key a stored record holds for one constraint (known keys first; None: no lock)."""
+        if not stored.exists:
+            return None
+        if stored.keys is not None:
+            return stored.keys.get(constraint.name)
+        return self.key(constraint, stored.values)
+
     def keys(self, values: Mapping[str, Any]) -> dict[str, str | None]:
         """Lock key of each constraint (None: no lock) for a mapping of attribute values."""
         return {c.name: self.key(c, values) for c in self.constraints}
@@ -281,6 +294,15 @@ class Planner:
     @cached_property
     def paths(self) -> dict[str, Path]:
         return {name: Path(self.attributes[name]) for name in self.unique_names}
+
+    def serialize(self, name: str, value: Any) -> dict[str, Any]:
+        """A value of attribute ``name`` as a condition's value, as PynamoDB's ``Value`` serializes it."""
+        attribute = self.attributes[name]
+        if attribute.attr_type in _SCALAR_TYPES:
+            # What Value(value, attribute) gives for a scalar attribute, without building it.
+            return {attribute.attr_type: attribute.serialize(value)}
+        serialized: dict[str, Any] = Value(value, attribute=attribute).value
+        return serialized
 
     def class_check(self) -> Condition | None:
         """For a polymorphic model: the stored item, if any, is of this planner's class."""
@@ -325,14 +347,19 @@ class Planner:
         releases: list[LockRelease] = []
         checks: list[LockNotOurs] = []
         puts: list[LockPut] = []
-        before = stored.values
+        before, known = stored.values, stored.keys if stored.exists else {}
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
         changed = {n for n in old_planner.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
+        after: dict[str, str | None] | None = {}
         for c, reads in old_planner.reads:
             if changed is not None and changed.isdisjoint(reads):
+                # Unchanged: its key after the write is the one held, if known.
+                after = None if known is None or after is None else {**after, c.name: known.get(c.name)}
                 continue
-            old = old_planner.key(c, before) if stored.exists else None
+            old = old_planner.held_key(c, stored)
             new = old_planner.key(c, desired)
+            if after is not None:
+                after[c.name] = new
             if old == new:
                 continue
             if old is not None and old in not_ours:
@@ -342,7 +369,7 @@ class Planner:
             if new is not None:
                 puts.append(LockPut(c, c.values(desired), new))
         guard = Guard(old_planner if stored.exists else self, stored)
-        return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks))
+        return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks), after)
 
     def _replace(
         self, op: RecordOp, stored: Stored, desired: Mapping[str, Any], new: Planner, not_ours: frozenset[str]
@@ -363,7 +390,10 @@ class Planner:
         The record's condition also passes when it is already gone, so deleting twice succeeds.
         """
         old = stored.source or self
-        before = old.keys(stored.values) if stored.exists else {}
+        if not stored.exists:
+            before: Mapping[str, str | None] = {}
+        else:
+            before = stored.keys if stored.keys is not None else old.keys(stored.values)
         held = [(c, key) for c in old.constraints if (key := before.get(c.name)) is not None]
         releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
         checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)

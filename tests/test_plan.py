@@ -147,3 +147,27 @@ def test_delete__not_ours__checked_not_released() -> None:
     assert sent[0].key == "UNIQ#HANDLE#ada"
     assert _summary(sent[1:]) == [("delete", "record"), ("delete", "UNIQ#EMAIL#ada@lovelace.io")]
     assert plan.transactional
+
+
+def test_plan__create__learns_every_key_after_the_write() -> None:
+    """A create computes every constraint's key; the plan hands them on for the next write."""
+    plan = PLANNER.write("put", Stored(exists=False), ADA)
+    assert plan.keys == {"EMAIL": "UNIQ#EMAIL#ada@lovelace.io", "HANDLE": "UNIQ#HANDLE#ada", "TENANT_SLUG": None}
+
+
+def test_plan__known_keys__used_instead_of_recomputed() -> None:
+    """The keys a snapshot carries are the locks released (they are what was written, e.g. under an old secret)."""
+    keys = {"EMAIL": "UNIQ#EMAIL#as-written", "HANDLE": "UNIQ#HANDLE#ada", "TENANT_SLUG": None}
+    stored = Stored(exists=True, values=ADA, keys=keys)
+    assert _summary(PLANNER.delete(stored).sent()) == [
+        ("delete", "record"),
+        ("delete", "UNIQ#EMAIL#as-written"),
+        ("delete", "UNIQ#HANDLE#ada"),
+    ]
+    change = PLANNER.write("put", stored, {**ADA, "email": "new@x.io"})
+    assert _summary(change.sent()) == [
+        ("delete", "UNIQ#EMAIL#as-written"),
+        ("put", "record"),
+        ("put", "UNIQ#EMAIL#new@x.io"),
+    ]
+    assert change.keys == {**keys, "EMAIL": "UNIQ#EMAIL#new@x.io"}
