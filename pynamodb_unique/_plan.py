@@ -26,8 +26,10 @@ _SCALAR_TYPES: Final = frozenset({STRING, NUMBER, BINARY})
 MAX_TRANSACTION_ACTIONS: Final = 100
 
 RecordOp = Literal["put", "update", "delete"]
-#: How PynamoDB's ``transact_write_items`` groups what it sends, in the order it sends them.
+#: How PynamoDB's ``transact_write_items`` groups what it sends.
 SentGroup = Literal["check", "delete", "put", "update"]
+#: The order PynamoDB sends those groups in (not the order items were added): the one place it is known.
+SENT_ORDER: Final[tuple[SentGroup, ...]] = ("check", "delete", "put", "update")
 
 
 @dataclass(frozen=True)
@@ -181,13 +183,12 @@ class Plan:
 
     def sent(self) -> list[PlanAction]:
         """The actions in the order they are sent: condition checks, deletes, puts, updates."""
-        deletes: list[PlanAction] = []
-        puts: list[PlanAction] = []
-        updates: list[PlanAction] = []
-        {"delete": deletes, "put": puts, "update": updates}[self.record.op].append(self.record)
-        deletes.extend(self.releases)
-        puts.extend(self.puts)
-        return [*self.checks, *deletes, *puts, *updates]
+        groups: dict[SentGroup, list[PlanAction]] = {group: [] for group in SENT_ORDER}
+        groups["check"].extend(self.checks)
+        groups[self.record.op].append(self.record)
+        groups["delete"].extend(self.releases)
+        groups["put"].extend(self.puts)
+        return [action for group in SENT_ORDER for action in groups[group]]
 
 
 def compare_and_swap(

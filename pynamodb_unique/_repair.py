@@ -31,7 +31,7 @@ from ._audit import (
 )
 from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._context import context_of
-from ._plan import Stored
+from ._plan import SENT_ORDER, SentGroup, Stored
 from ._pynamodb import connection
 from ._registry import planner_of
 from ._send import retrying
@@ -106,19 +106,17 @@ class RepairReport:
 class _Write:
     """One fix's TransactWriteItems, and what each item's failure means, in the order sent."""
 
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    deletes: list[dict[str, Any]] = field(default_factory=list)
-    puts: list[dict[str, Any]] = field(default_factory=list)
-    meanings: dict[str, list[str]] = field(default_factory=lambda: {"checks": [], "deletes": [], "puts": []})
+    items: dict[SentGroup, list[dict[str, Any]]] = field(default_factory=lambda: {g: [] for g in SENT_ORDER})
+    meanings: dict[SentGroup, list[str]] = field(default_factory=lambda: {g: [] for g in SENT_ORDER})
 
-    def add(self, group: Literal["checks", "deletes", "puts"], item: dict[str, Any] | None, meaning: str) -> None:
+    def add(self, group: SentGroup, item: dict[str, Any] | None, meaning: str) -> None:
         if item is not None:
-            getattr(self, group).append(item)
+            self.items[group].append(item)
             self.meanings[group].append(meaning)
 
     def failed(self, codes: Sequence[str | None]) -> str:
-        """What changed, from the cancellation reasons (PynamoDB sends checks, deletes, puts)."""
-        meanings = self.meanings["checks"] + self.meanings["deletes"] + self.meanings["puts"]
+        """What changed, from the cancellation reasons (in PynamoDB's send order)."""
+        meanings = [meaning for group in SENT_ORDER for meaning in self.meanings[group]]
         changed = [m for m, code in zip(meanings, codes, strict=False) if code == "ConditionalCheckFailed"]
         return "; ".join(changed) or "a condition failed"
 
@@ -205,24 +203,24 @@ class _Fixer:
         owner = problem.owner
         if isinstance(problem, OrphanedLock):
             if owner is not None:
-                write.add("checks", self.record_check(problem, owner), "the owner record changed")
+                write.add("check", self.record_check(problem, owner), "the owner record changed")
             delete: dict[str, Any] = self.locks.connection.get_operation_kwargs(
                 problem.lock_key, self.locks.range_value, key=KEY, condition=self.owned_by(problem, owner)
             )
-            write.add("deletes", delete, "the lock changed")
+            write.add("delete", delete, "the lock changed")
             return "delete", write
         if isinstance(problem, MissingLock):
             (holder,) = problem.holders
-            write.add("checks", self.record_check(problem, holder), "the record changed")
+            write.add("check", self.record_check(problem, holder), "the record changed")
             put = self.lock_put(problem, holder, Path(self.locks.hash_name).does_not_exist())
-            write.add("puts", put, "a lock was created meanwhile")
+            write.add("put", put, "a lock was created meanwhile")
             return "create", write
         if isinstance(problem, ForeignLock):
             (holder,) = problem.holders
             if owner is not None:
-                write.add("checks", self.record_check(problem, owner), "the owner record changed")
-            write.add("checks", self.record_check(problem, holder), "the holder changed")
-            write.add("puts", self.lock_put(problem, holder, self.owned_by(problem, owner)), "the lock changed")
+                write.add("check", self.record_check(problem, owner), "the owner record changed")
+            write.add("check", self.record_check(problem, holder), "the holder changed")
+            write.add("put", self.lock_put(problem, holder, self.owned_by(problem, owner)), "the lock changed")
             return "move", write
         return "none", None
 
@@ -232,10 +230,10 @@ class _Fixer:
         try:
             retrying(
                 lambda: connection.transact_write_items(
-                    condition_check_items=write.checks,
-                    delete_items=write.deletes,
-                    put_items=write.puts,
-                    update_items=[],
+                    condition_check_items=write.items["check"],
+                    delete_items=write.items["delete"],
+                    put_items=write.items["put"],
+                    update_items=write.items["update"],
                 )
             )
         except TransactWriteError as exc:

@@ -15,14 +15,12 @@ from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
 from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Intent, after_success, interpret, violation
-from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, LockRelease, Plan, PlanAction, RecordWrite, SentGroup, Stored
+from ._plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
 from ._pynamodb import connection as model_connection
 from ._pynamodb import transaction_lists
 from ._requests import lock_kwargs, record_kwargs
 from ._send import check_token, new_token, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
-
-_GROUPS: tuple[SentGroup, ...] = ("check", "delete", "put", "update")
 
 
 @dataclass
@@ -178,7 +176,7 @@ class TransactWrite(_PynamoTransactWrite):
         lists = transaction_lists(self)
         # The caller's own items, already in PynamoDB's lists, are not the library's.
         slots: dict[str, list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]] = {
-            group: [None] * len(lists[group]) for group in _GROUPS
+            group: [None] * len(lists[group]) for group in SENT_ORDER
         }
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
@@ -200,7 +198,7 @@ class TransactWrite(_PynamoTransactWrite):
         if count > MAX_TRANSACTION_ACTIONS:
             msg = f"the transaction has {count} actions; DynamoDB allows at most {MAX_TRANSACTION_ACTIONS}"
             raise InvalidUniqueValue(msg)
-        return [slot for group in _GROUPS for slot in slots[group]]
+        return [slot for group in SENT_ORDER for slot in slots[group]]
 
     def _commit(self) -> Any:
         self._plan_entries()
