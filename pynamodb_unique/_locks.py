@@ -61,6 +61,10 @@ class LockTable:
         return LockCodec(self.table_name, self.hash_name, self.range_name)
 
 
+#: ``LockCodec.put_if``'s expectation that no lock exists.
+ABSENT: Final = object()
+
+
 class LockCodec:
     """The lock item's requests as ready DynamoDB JSON, for one lock table.
 
@@ -139,6 +143,42 @@ class LockCodec:
             "ExpressionAttributeNames": self._names(owner),
             "ExpressionAttributeValues": self._values(owner),
         }
+
+    def _expect(self, expected: Mapping[str, Any] | object | None) -> dict[str, Any]:
+        """Condition parts: the lock is absent (``ABSENT``), names no owner (None), or names exactly ``expected``."""
+        if expected is ABSENT:
+            return {
+                "ConditionExpression": "attribute_not_exists (#0)",
+                "ExpressionAttributeNames": {"#0": self.hash_name},
+            }
+        if expected is None:
+            return {
+                "ConditionExpression": "(attribute_exists (#0) AND attribute_not_exists (#1))",
+                "ExpressionAttributeNames": {"#0": self.hash_name, "#1": OWNER_HASH},
+            }
+        assert isinstance(expected, Mapping)  # noqa: S101 - the three cases above.
+        second = "#1 = :1" if OWNER_RANGE in expected else "attribute_not_exists (#1)"
+        return {
+            "ConditionExpression": f"(#0 = :0 AND {second})",
+            "ExpressionAttributeNames": {"#0": OWNER_HASH, "#1": OWNER_RANGE},
+            "ExpressionAttributeValues": self._values(expected),
+        }
+
+    def put_if(
+        self,
+        lock_key: str,
+        owner: Mapping[str, Any],
+        constraint: str,
+        model: str,
+        expected: Mapping[str, Any] | object | None,
+    ) -> dict[str, Any]:
+        """Put (repair): give the lock to ``owner`` when it is absent (``ABSENT``) or names exactly ``expected``."""
+        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        return {"TableName": self.table_name, "Item": item, **self._expect(expected)}
+
+    def delete_if(self, lock_key: str, expected: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Delete (repair): remove the lock when it names exactly ``expected`` (None: no owner)."""
+        return {"TableName": self.table_name, "Key": self.key(lock_key), **self._expect(expected)}
 
     def not_ours(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
         """ConditionCheck: the lock is still not ``owner``'s."""

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pynamodb.constants import BINARY, ITEM, KEY, STRING
+from pynamodb.constants import BINARY, KEY, STRING
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
@@ -29,8 +29,9 @@ from ._audit import (
     audit,
     unique_planner,
 )
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._context import context_of
+from ._locks import ABSENT
 from ._plan import SENT_ORDER, SentGroup, Stored
 from ._pynamodb import connection
 from ._registry import planner_of
@@ -169,33 +170,22 @@ class _Fixer:
         check: dict[str, Any] = connection(model).get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
         return check
 
-    def owned_by(self, problem: Problem, owner: RecordKey | None) -> Condition:
-        """Condition on a lock item: it exists and its owner fields are exactly ``owner``."""
-        condition: Condition
+    def owner_fields(self, problem: Problem, owner: RecordKey | None) -> dict[str, dict[str, Any]] | None:
+        """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
         if owner is None:
-            condition = Path(self.locks.hash_name).exists() & Path(OWNER_HASH).does_not_exist()
-            return condition
+            return None
         model = self._model(problem, owner)
-        condition = Path(OWNER_HASH) == self._typed(model, 0, owner[0])
+        fields = {OWNER_HASH: self._typed(model, 0, owner[0])}
         if len(owner) > 1:
-            condition &= Path(OWNER_RANGE) == self._typed(model, 1, owner[1])
-        else:
-            condition &= Path(OWNER_RANGE).does_not_exist()
-        return condition
+            fields[OWNER_RANGE] = self._typed(model, 1, owner[1])
+        return fields
 
-    def lock_put(self, problem: Problem, holder: RecordKey, condition: Condition) -> dict[str, Any]:
-        model = self._model(problem, holder)
-        attributes = {
-            OWNER_HASH: self._typed(model, 0, holder[0]),
-            CONSTRAINT: {STRING: problem.constraint},
-            OWNER_MODEL: {STRING: model.__name__},
-        }
-        if len(holder) > 1:
-            attributes[OWNER_RANGE] = self._typed(model, 1, holder[1])
-        put: dict[str, Any] = self.locks.connection.get_operation_kwargs(
-            problem.lock_key, self.locks.range_value, key=ITEM, attributes=attributes, condition=condition
-        )
-        return put
+    def lock_put(self, problem: Problem, holder: RecordKey, expected: Any) -> dict[str, Any]:
+        """Give the lock to ``holder`` when it is absent (``ABSENT``) or names exactly ``expected``."""
+        fields = self.owner_fields(problem, holder)
+        assert fields is not None  # noqa: S101 - a holder is a record key.
+        model = self._model(problem, holder).__name__
+        return self.locks.codec.put_if(problem.lock_key, fields, problem.constraint, model, expected)
 
     def plan(self, problem: Problem) -> tuple[FixAction, _Write | None]:
         """The fix of one problem, or ``none``."""
@@ -204,15 +194,13 @@ class _Fixer:
         if isinstance(problem, OrphanedLock):
             if owner is not None:
                 write.add("check", self.record_check(problem, owner), "the owner record changed")
-            delete: dict[str, Any] = self.locks.connection.get_operation_kwargs(
-                problem.lock_key, self.locks.range_value, key=KEY, condition=self.owned_by(problem, owner)
-            )
+            delete = self.locks.codec.delete_if(problem.lock_key, self.owner_fields(problem, owner))
             write.add("delete", delete, "the lock changed")
             return "delete", write
         if isinstance(problem, MissingLock):
             (holder,) = problem.holders
             write.add("check", self.record_check(problem, holder), "the record changed")
-            put = self.lock_put(problem, holder, Path(self.locks.hash_name).does_not_exist())
+            put = self.lock_put(problem, holder, ABSENT)
             write.add("put", put, "a lock was created meanwhile")
             return "create", write
         if isinstance(problem, ForeignLock):
@@ -220,7 +208,7 @@ class _Fixer:
             if owner is not None:
                 write.add("check", self.record_check(problem, owner), "the owner record changed")
             write.add("check", self.record_check(problem, holder), "the holder changed")
-            write.add("put", self.lock_put(problem, holder, self.owned_by(problem, owner)), "the lock changed")
+            write.add("put", self.lock_put(problem, holder, self.owner_fields(problem, owner)), "the lock changed")
             return "move", write
         return "none", None
 

@@ -12,7 +12,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
 from pynamodb_unique._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
-from pynamodb_unique._locks import LockCodec
+from pynamodb_unique._locks import ABSENT, LockCodec
 
 HASH_RANGE = (
     {OWNER_HASH: {"S": "ACCT#1"}, OWNER_RANGE: {"S": "PROFILE"}},
@@ -69,3 +69,37 @@ def test_codec__equals_pynamodb_builder(range_name: str | None, owners: tuple[di
     assert codec.release("UNIQ#EMAIL#a", owner) == release
     check = build(KEY, Path("PK").does_not_exist() | ~_owned(owner))
     assert codec.not_ours("UNIQ#EMAIL#a", owner) == check
+
+
+@pytest.mark.parametrize("range_name", ["SK", None], ids=["range-key", "hash-only"])
+@pytest.mark.parametrize(
+    "expected", [HASH_RANGE[1], NUMERIC[1], None], ids=["string-owner", "number-owner", "no-owner"]
+)
+def test_codec__repair_writes_equal_pynamodb_builder(range_name: str | None, expected: dict[str, Any] | None) -> None:
+    """Repair's exact-owner conditions (and absence) are what PynamoDB builds from the conditions."""
+    connection = _connection(range_name)
+    codec = LockCodec("t", "PK", range_name)
+    lock_range = "LOCK" if range_name else None
+    condition: Condition
+    if expected is None:
+        condition = Path("PK").exists() & Path(OWNER_HASH).does_not_exist()
+    else:
+        condition = Path(OWNER_HASH) == expected[OWNER_HASH]
+        condition &= (
+            Path(OWNER_RANGE) == expected[OWNER_RANGE]
+            if OWNER_RANGE in expected
+            else Path(OWNER_RANGE).does_not_exist()
+        )
+    holder = HASH_RANGE[0]
+    attributes = {**holder, CONSTRAINT: {"S": "EMAIL"}, OWNER_MODEL: {"S": "Account"}}
+    delete = connection.get_operation_kwargs("UNIQ#EMAIL#a", lock_range, key=KEY, condition=condition)
+    assert codec.delete_if("UNIQ#EMAIL#a", expected) == delete
+    move = connection.get_operation_kwargs(
+        "UNIQ#EMAIL#a", lock_range, key=ITEM, attributes=attributes, condition=condition
+    )
+    assert codec.put_if("UNIQ#EMAIL#a", holder, "EMAIL", "Account", expected) == move
+    absent = Path("PK").does_not_exist()
+    create = connection.get_operation_kwargs(
+        "UNIQ#EMAIL#a", lock_range, key=ITEM, attributes=attributes, condition=absent
+    )
+    assert codec.put_if("UNIQ#EMAIL#a", holder, "EMAIL", "Account", ABSENT) == create
