@@ -61,6 +61,14 @@ class LockTable:
         return LockCodec(self.table_name, self.hash_name, self.range_name)
 
 
+def _owned_text(fields: int, first: int) -> str:
+    parts = [f"#{i + 1} = :{first + i}" for i in range(fields)]
+    return parts[0] if len(parts) == 1 else f"({' AND '.join(parts)})"
+
+
+# The owner comparison for 1 or 2 owner fields, values numbered from 0 or after another owner's.
+_OWNED: Final = {(n, first): _owned_text(n, first) for n in (1, 2) for first in (0, 1, 2)}
+
 #: ``LockCodec.put_if``'s expectation that no lock exists.
 ABSENT: Final = object()
 
@@ -95,11 +103,13 @@ class LockCodec:
     @staticmethod
     def _owned(owner: Mapping[str, Any], first: int) -> str:
         """``owner_hash = :a AND owner_range = :b``, its values numbered from ``first``."""
-        parts = [f"#{i + 1} = :{first + i}" for i in range(len(owner))]
-        return parts[0] if len(parts) == 1 else f"({' AND '.join(parts)})"
+        return _OWNED[len(owner), first]
 
     @staticmethod
     def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
+        if len(owners) == 1:
+            values = list(owners[0].values())
+            return {":0": values[0], ":1": values[1]} if len(values) > 1 else {":0": values[0]}
         fields = [value for owner in owners for value in owner.values()]
         return {f":{i}": value for i, value in enumerate(fields)}
 

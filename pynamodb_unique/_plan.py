@@ -182,7 +182,11 @@ class Plan:
         return bool(self.releases or self.puts or self.checks)
 
     def sent(self) -> list[PlanAction]:
-        """The actions in the order they are sent: condition checks, deletes, puts, updates."""
+        """The actions in the order they are sent: condition checks, deletes, puts, updates (do not mutate)."""
+        return self._sent
+
+    @cached_property
+    def _sent(self) -> list[PlanAction]:
         groups: dict[SentGroup, list[PlanAction]] = {group: [] for group in SENT_ORDER}
         groups["check"].extend(self.checks)
         groups[self.record.op].append(self.record)
