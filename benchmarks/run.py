@@ -52,9 +52,7 @@ import os
 import platform
 import pstats
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -79,12 +77,13 @@ import pynamodb_unique._send as unique_send
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueError, UniqueMixin, UniqueViolation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scan_throughput, when imported from elsewhere.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # The tests' dynoxide helper.
 
+import _dynoxide
 import scan_throughput
 
 REGION: Final = "us-east-1"
 REPO: Final = Path(__file__).resolve().parent.parent
-DYNOXIDE_DEFAULT: Final = REPO / ".tools" / "node_modules" / "@dynoxide" / "linux-x64" / "dynoxide"
 THREADS: Final = 8
 CPU_TARGET: Final = 1.00
 HTTP_TARGET: Final = 0.95
@@ -239,44 +238,9 @@ def _stored_as(email: str, username: str | None) -> Condition:
 # --- dynoxide --------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def dynoxide() -> Iterator[str]:
-    """Start an in-memory dynoxide on a free port; stop it by PID on exit."""
-    binary = Path(os.environ.get("DYNOXIDE_BIN") or DYNOXIDE_DEFAULT)
-    if not binary.is_file():
-        msg = f"dynoxide not found at {binary}; run `bash scripts/test` once or set DYNOXIDE_BIN"
-        raise SystemExit(msg)
-    port = _free_port()
-    proc = subprocess.Popen(  # noqa: S603 - our own binary, fixed arguments.
-        [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("dynoxide did not start") from None
-                time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+def dynoxide() -> contextlib.AbstractContextManager[str]:
+    """An in-memory dynoxide on a free port, stopped by PID on exit (the test suite's helper)."""
+    return _dynoxide.server()
 
 
 def bind(host: str, run: str) -> None:

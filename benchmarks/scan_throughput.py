@@ -20,13 +20,11 @@ import contextlib
 import dataclasses
 import gc
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,13 +34,13 @@ from botocore.config import Config
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # The tests' models and bulk loader.
 
+import _dynoxide  # noqa: E402
 from _backends import Backend  # noqa: E402
 from _damage import all_items, bind_accounts, client, load_healthy  # noqa: E402
 from models import Account  # noqa: E402
 
 from pynamodb_unique import audit, backfill  # noqa: E402
 
-DYNOXIDE = ROOT / ".tools" / "node_modules" / "@dynoxide" / "linux-x64" / "dynoxide"
 REGION: Final = "us-east-1"
 #: Items per account: the record, its email lock and its username lock.
 ITEMS_PER_ACCOUNT: Final = 3
@@ -50,25 +48,9 @@ AUDIT: Final = "audit"
 RAW: Final = "raw boto3 Scan"
 
 
-@contextlib.contextmanager
-def dynoxide() -> Iterator[str]:
-    """A dynoxide server on a free port, stopped afterwards."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    binary = os.environ.get("DYNOXIDE_BIN") or str(DYNOXIDE)
-    command = [binary, "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=5)
+def dynoxide() -> contextlib.AbstractContextManager[str]:
+    """A dynoxide server on a free port, stopped afterwards (the test suite's helper)."""
+    return _dynoxide.server()
 
 
 def _show(samples: Sequence[float], digits: int = 0) -> str:

@@ -9,11 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,13 +22,9 @@ REPO_ROOT = TESTS_DIR.parent
 if str(TESTS_DIR) not in sys.path:  # make `import _backends` work in any pytest import mode
     sys.path.insert(0, str(TESTS_DIR))
 
+import _dynoxide  # noqa: E402
 import moto  # noqa: E402  (import early: moto hooks botocore clients created after its import)
 from _backends import Backend  # noqa: E402
-
-DYNOXIDE_VERSION = "1.2.1"
-DYNOXIDE_INSTALL = f"npm install --prefix .tools @dynoxide/linux-x64@{DYNOXIDE_VERSION}"
-DYNOXIDE_DEFAULT_BIN = REPO_ROOT / ".tools" / "node_modules" / "@dynoxide" / "linux-x64" / "dynoxide"
-DYNOXIDE_START_TIMEOUT = 10.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,91 +73,31 @@ def moto_backend(aws_env: None) -> Iterator[None]:
 # --- dynoxide ------------------------------------------------------------------------------
 
 
-def _dynoxide_bin() -> Path:
-    return Path(os.environ.get("DYNOXIDE_BIN") or DYNOXIDE_DEFAULT_BIN)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 @pytest.fixture(scope="session")
 def dynoxide_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start one in-memory dynoxide server for the session; yield ``http://127.0.0.1:PORT``."""
-    binary = _dynoxide_bin()
-    if not (binary.is_file() and os.access(binary, os.X_OK)):
+    binary = _dynoxide.binary()
+    if not _dynoxide.installed(binary):
         where = "DYNOXIDE_BIN" if os.environ.get("DYNOXIDE_BIN") else "the default path"
         if os.environ.get("CI"):
             pytest.fail(
                 f"dynoxide binary not found at {binary} ({where}); CI must install it before "
-                f"running tests: `{DYNOXIDE_INSTALL}` from the repository root.",
+                f"running tests: `{_dynoxide.INSTALL}` from the repository root.",
                 pytrace=False,
             )
         pytest.fail(
             f"dynoxide binary not found at {binary} ({where}). Install it from the repository "
-            f"root with `{DYNOXIDE_INSTALL}` (or set DYNOXIDE_BIN), or deselect these tests "
+            f"root with `{_dynoxide.INSTALL}` (or set DYNOXIDE_BIN), or deselect these tests "
             "with `-m 'not integration'`.",
             pytrace=False,
         )
-
     log_path = tmp_path_factory.mktemp("dynoxide") / "dynoxide.log"
-    proc: subprocess.Popen[bytes] | None = None
-    port = 0
-    problem = ""
-    with open(log_path, "wb") as log:
-        for _ in range(3):  # the free port may be taken between probing and binding: retry
-            port = _free_port()
-            proc = subprocess.Popen(  # noqa: S603  (our own binary, fixed arguments)
-                [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-            deadline = time.monotonic() + DYNOXIDE_START_TIMEOUT
-            while time.monotonic() < deadline and proc.poll() is None:
-                if _accepts_connections(port):
-                    break
-                time.sleep(0.02)
-            if proc.poll() is None and _accepts_connections(port):
-                break
-            returncode = proc.poll()
-            _stop(proc)
-            proc = None
-            problem = (
-                f"exited with code {returncode}"
-                if returncode is not None
-                else f"did not accept connections within {DYNOXIDE_START_TIMEOUT:.0f}s"
-            )
-
-    if proc is None:
-        pytest.fail(
-            f"dynoxide ({binary}) {problem} (3 tries); its output:\n" + log_path.read_text(errors="replace"),
-            pytrace=False,
-        )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+    with open(log_path, "wb") as log, contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(_dynoxide.server(binary, log=log))
+        except _dynoxide.DynoxideError as exc:
+            pytest.fail(f"{exc}; its output:\n" + log_path.read_text(errors="replace"), pytrace=False)
+        yield url
 
 
 # --- both ----------------------------------------------------------------------------------

@@ -21,13 +21,12 @@ import dataclasses
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -38,6 +37,11 @@ MODES: Final[tuple[Mode, Mode]] = ("plain", "mixin")
 TESTS_DIR: Final = Path(__file__).resolve().parent.parent
 REPO_ROOT: Final = TESTS_DIR.parent
 PEER_ARCHIVE: Final = TESTS_DIR / "peer" / "pynamodb-6.1.0-tests.tar.gz"
+if str(TESTS_DIR) not in sys.path:  # The suite's helpers (_dynoxide), also when run as `python -m tests.conformance`.
+    sys.path.insert(0, str(TESTS_DIR))
+
+import _dynoxide  # noqa: E402
+
 SHIM_MODULE: Final = "conformance.shim"
 PLUGIN_MODULE: Final = "conformance.plugin"
 #: The peer files importing ``Model`` from ``pynamodb.models`` (5 unit, 4 integration).
@@ -47,7 +51,6 @@ SUITE_ARGS: Final[Mapping[Suite, tuple[str, ...]]] = {
     "integration": ("tests/integration",),
 }
 RUN_TIMEOUT: Final = 600.0
-DYNOXIDE_DEFAULT_BIN: Final = REPO_ROOT / ".tools" / "node_modules" / "@dynoxide" / "linux-x64" / "dynoxide"
 #: Environment variables that would point the peer suite at a real AWS account or endpoint.
 _ENV_REMOVED: Final = (
     "AWS_PROFILE",
@@ -420,53 +423,13 @@ def compare(
 
 
 def dynoxide_binary() -> Path:
-    """The dynoxide binary: ``$DYNOXIDE_BIN``, else the one ``npm install --prefix .tools`` put in the repo."""
-    return Path(os.environ.get("DYNOXIDE_BIN") or DYNOXIDE_DEFAULT_BIN)
+    """The dynoxide binary the test suite uses."""
+    return _dynoxide.binary()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def dynoxide_server(binary: Path | None = None, start_timeout: float = 10.0) -> Iterator[str]:
-    """A fresh in-memory dynoxide server on a free port; yields its URL and stops it (by its PID)."""
-    binary = binary or dynoxide_binary()
-    for _ in range(3):  # the free port may be taken between probing and binding: retry
-        port = _free_port()
-        process = subprocess.Popen(  # noqa: S603  (our own binary, fixed arguments)
-            [str(binary), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + start_timeout
-            while process.poll() is None and time.monotonic() < deadline and not _accepts_connections(port):
-                time.sleep(0.02)
-            if process.poll() is None and _accepts_connections(port):
-                yield f"http://127.0.0.1:{port}"
-                return
-        finally:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-    msg = f"dynoxide ({binary}) did not start (3 tries)"
-    raise RuntimeError(msg)
+def dynoxide_server() -> contextlib.AbstractContextManager[str]:
+    """A fresh in-memory dynoxide server (the test suite's helper)."""
+    return _dynoxide.server()
 
 
 def compare_integration(workdir: Path | None = None) -> Comparison:
