@@ -180,18 +180,9 @@ class MinimalLock(Model):
     owner_range = UnicodeAttribute(attr_name="uniq_owner_range")
 
 
-class Lock(Model):
+class Lock(MinimalLock):
     """The library's lock item, written by hand: owner key, constraint and owner model."""
 
-    class Meta:
-        table_name = "bench-plain"
-        region = REGION
-        host: str | None = None
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="LOCK")
-    owner_hash = UnicodeAttribute(attr_name="uniq_owner_hash")
-    owner_range = UnicodeAttribute(attr_name="uniq_owner_range")
     constraint = UnicodeAttribute(attr_name="uniq_constraint")
     owner_model = UnicodeAttribute(attr_name="uniq_owner_model")
 
@@ -560,7 +551,7 @@ def _same_save_bio(account: PlainAccount) -> None:
 
 def _same_update_bio(account: PlainAccount) -> None:
     actions: list[Action] = [PlainAccount.bio.set("poet")]
-    kwargs = account.get_update_kwargs_from_instance(actions=actions, return_values_on_condition_failure=ALL_OLD)
+    kwargs = account.get_update_kwargs_from_instance(actions=actions)
     kwargs["ReturnValues"] = ALL_NEW
     account.deserialize(PlainAccount._get_connection().connection.dispatch(UPDATE_ITEM, kwargs)["Attributes"])
 
