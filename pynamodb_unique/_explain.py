@@ -192,7 +192,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
     """
     planner = unique_planner(model)
     names = set(values)
-    constraint = next((c for c in planner.constraints if set(c.attributes) == names), None)
+    constraint = planner.covering(names)
     if constraint is None:
         known = "; ".join(f"{c.name}: {', '.join(c.attributes)}" for c in planner.constraints)
         msg = f"{model.__name__}: no unique constraint covers exactly {', '.join(sorted(names))} ({known})"

@@ -162,8 +162,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         """
         context = context_of(cls)
         names = set(values)
-        constraints = context.planner.constraints if context is not None else ()
-        constraint = next((c for c in constraints if set(c.attributes) == names), None)
+        constraint = context.planner.covering(names) if context is not None else None
         if context is None or constraint is None:
             msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
             raise InvalidUniqueValue(msg)

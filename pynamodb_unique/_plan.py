@@ -279,6 +279,10 @@ class Planner:
         key = constraint.key(constraint.values(values))
         return key if key is not None and self.applies(constraint, values) else None
 
+    def covering(self, names: set[str]) -> Constraint | None:
+        """The constraint whose attributes are exactly ``names`` (a lookup by value), or None."""
+        return next((c for c in self.constraints if set(c.attributes) == names), None)
+
     def held_key(self, constraint: Constraint, stored: Stored) -> str | None:
         """The lock key a stored record holds for one constraint (known keys first; None: no lock)."""
         if not stored.exists:

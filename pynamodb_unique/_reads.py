@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pynamodb.expressions.condition import Condition
@@ -11,11 +11,23 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from ._constraint import OWNER_HASH
+from ._context import context_of
 from ._locks import is_lock_item
 from ._registry import holds_locks, maintains_locks
 from .exceptions import UniqueError
 
 _T = TypeVar("_T", bound=Model)
+
+
+def _refuse_lock(model: type[Model], item: Mapping[str, Any] | None) -> None:
+    """A lock item read as a record (``get()``/``refresh()`` of a lock key) is no record.
+
+    Raises:
+        DoesNotExist: ``item`` is a lock item in a table where some model keeps locks.
+    """
+    if item is not None and is_lock_item(item) and holds_locks(model):
+        msg = "the item is a lock item of pynamodb_unique, not a record"
+        raise model.DoesNotExist(msg)
 
 
 def _hide_locks(model: type[Model], filter_condition: Condition | None) -> Condition | None:
@@ -36,11 +48,9 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
         """
-        if data is not None and is_lock_item(data) and holds_locks(cls):
-            msg = "the item is a lock item of pynamodb_unique, not a record"
-            raise cls.DoesNotExist(msg)
+        _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
-        context = getattr(type(instance), "_uniq", None)
+        context = context_of(type(instance))
         if context is not None:
             context.remember_loaded(instance, data)
         return instance
@@ -51,11 +61,9 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
         """
-        if is_lock_item(attribute_values) and holds_locks(type(self)):
-            msg = "the item is a lock item of pynamodb_unique, not a record"
-            raise self.DoesNotExist(msg)
+        _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
-        context = getattr(type(self), "_uniq", None)
+        context = context_of(type(self))
         if context is not None:
             context.remember_loaded(self, attribute_values)
 

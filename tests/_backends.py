@@ -19,6 +19,18 @@ from pynamodb.models import Model
 
 REGION = "us-east-1"
 
+#: Environment variables that would point a test at a real AWS account or endpoint.
+AWS_ENV_REMOVED = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+)
+
 M = TypeVar("M", bound=Model)
 
 

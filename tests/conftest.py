@@ -24,7 +24,7 @@ if str(TESTS_DIR) not in sys.path:  # make `import _backends` work in any pytest
 
 import _dynoxide  # noqa: E402
 import moto  # noqa: E402  (import early: moto hooks botocore clients created after its import)
-from _backends import Backend  # noqa: E402
+from _backends import AWS_ENV_REMOVED, Backend  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -36,17 +36,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # --- environment ---------------------------------------------------------------------------
 
-_AWS_ENV_REMOVED = (
-    "AWS_PROFILE",
-    "AWS_DEFAULT_PROFILE",
-    "AWS_SESSION_TOKEN",
-    "AWS_SECURITY_TOKEN",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_DYNAMODB",
-    "AWS_ROLE_ARN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-)
-
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +45,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
-    for name in _AWS_ENV_REMOVED:
+    for name in AWS_ENV_REMOVED:
         monkeypatch.delenv(name, raising=False)
 
 

@@ -41,6 +41,7 @@ if str(TESTS_DIR) not in sys.path:  # The suite's helpers (_dynoxide), also when
     sys.path.insert(0, str(TESTS_DIR))
 
 import _dynoxide  # noqa: E402
+from _backends import AWS_ENV_REMOVED  # noqa: E402
 
 SHIM_MODULE: Final = "conformance.shim"
 PLUGIN_MODULE: Final = "conformance.plugin"
@@ -52,18 +53,7 @@ SUITE_ARGS: Final[Mapping[Suite, tuple[str, ...]]] = {
 }
 RUN_TIMEOUT: Final = 600.0
 #: Environment variables that would point the peer suite at a real AWS account or endpoint.
-_ENV_REMOVED: Final = (
-    "AWS_PROFILE",
-    "AWS_DEFAULT_PROFILE",
-    "AWS_SESSION_TOKEN",
-    "AWS_SECURITY_TOKEN",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_DYNAMODB",
-    "AWS_ROLE_ARN",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "PYNAMODB_CONFIG",
-    "PYNAMODB_INTEGRATION_TEST_DDB_URL",
-)
+_ENV_REMOVED: Final = (*AWS_ENV_REMOVED, "PYNAMODB_CONFIG", "PYNAMODB_INTEGRATION_TEST_DDB_URL")
 
 
 # --- preparing the suite ---------------------------------------------------------------------
