@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -11,7 +12,7 @@ from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
 from ._keys import encode_part, hashed_lock_key, lock_key
-from .exceptions import InvalidUniqueValue, UniqueConfigError
+from .exceptions import DEFAULT_CODE, InvalidUniqueValue, UniqueConfigError, Violation, default_message
 
 _A = TypeVar("_A", bound=Attribute[Any])
 
@@ -30,6 +31,10 @@ LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL)
 _SPEC_ATTR: Final = "_pynamodb_unique_spec"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
 _KEYABLE_TYPES: Final = (STRING, NUMBER, BINARY)
+#: The fields a ``message`` template may use; ``value`` only on a single-attribute constraint.
+MESSAGE_FIELDS: Final = ("value", "values", "attributes", "constraint")
+# A value of each keyable type, to try a message template on when the class is defined.
+_SAMPLES: Final[dict[str, Any]] = {STRING: "x", NUMBER: 1, BINARY: b"x"}
 
 
 Condition = Callable[[Any], Any]
@@ -41,6 +46,8 @@ class _UniqueSpec:
     name: str | None
     normalize: Normalizer | None
     hashed: bool
+    message: str | None = None
+    code: str = DEFAULT_CODE
 
 
 def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
@@ -49,6 +56,8 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
     name: str | None = None,
     normalize: Normalizer | None = None,
     hashed: bool = False,
+    message: str | None = None,
+    code: str = DEFAULT_CODE,
 ) -> _A:
     """Mark a PynamoDB attribute unique and return it unchanged.
 
@@ -62,10 +71,15 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
         normalize: applied to the value before it becomes a key, e.g. ``str.casefold``.
         hashed: keep the value out of the lock key: the key holds an HMAC-SHA256 of it, keyed
             by ``Meta.unique_secret``.
+        message: the violation's message, a ``str.format`` template with the fields ``{value}``,
+            ``{values}``, ``{attributes}`` and ``{constraint}`` (``"{value} is already
+            registered"``); checked when the class is defined. Default: ``email 'ada@x.io' is
+            already taken``.
+        code: the violation's code, for clients that translate or branch on it.
     """
     # The type is checked when the class is defined, where the attribute's name is known.
     # object.__setattr__: a MapAttribute would store an ordinary attribute among its values.
-    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed))
+    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code))
     return attribute
 
 
@@ -85,6 +99,11 @@ class UniqueConstraint:
         condition_attributes: the attributes ``condition`` reads; traced when omitted. The
             record's compare-and-swap covers them.
         hashed: keep values out of lock keys (HMAC-SHA256 keyed by ``Meta.unique_secret``).
+        message: the violation's message, a ``str.format`` template with the fields ``{values}``
+            and ``{attributes}`` (joined by ``", "``), ``{constraint}``, and ``{value}`` when the
+            constraint has one attribute; checked when the class is defined. Default: ``the
+            combination of tenant 'acme' and slug 'home' is already taken``.
+        code: the violation's code, for clients that translate or branch on it.
     """
 
     attribute_names: tuple[str, ...]
@@ -93,6 +112,8 @@ class UniqueConstraint:
     condition: Condition | None
     condition_attributes: tuple[str, ...] | None
     hashed: bool
+    message: str | None
+    code: str
 
     def __init__(
         self,
@@ -102,6 +123,8 @@ class UniqueConstraint:
         condition: Condition | None = None,
         condition_attributes: tuple[str, ...] | None = None,
         hashed: bool = False,
+        message: str | None = None,
+        code: str = DEFAULT_CODE,
     ) -> None:
         object.__setattr__(self, "attribute_names", tuple(attribute_names))
         object.__setattr__(self, "name", name)
@@ -111,6 +134,8 @@ class UniqueConstraint:
             self, "condition_attributes", None if condition_attributes is None else tuple(condition_attributes)
         )
         object.__setattr__(self, "hashed", hashed)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "code", code)
 
 
 @dataclass(frozen=True)
@@ -125,6 +150,8 @@ class Constraint:
         condition: the partial constraint's predicate, or None.
         condition_attributes: the attributes the predicate reads.
         secret: the HMAC key source of a hashed constraint, or None.
+        message: the violation message template (checked), or None for the default sentence.
+        code: the violation code.
     """
 
     name: str
@@ -136,11 +163,45 @@ class Constraint:
     secret: SecretSource | None = field(default=None, repr=False, compare=False)
     explicit: bool = field(default=False, compare=False)
     origin: object = field(default=None, repr=False, compare=False)
+    message: str | None = field(default=None, repr=False, compare=False)
+    code: str = field(default=DEFAULT_CODE, compare=False)
 
     @property
     def hashed(self) -> bool:
         """Whether lock keys hold an HMAC of the value instead of the value."""
         return self.secret is not None
+
+    def describe(self, values: tuple[Any, ...]) -> str:
+        """The message of a violation of this constraint by ``values`` (as given, not normalized).
+
+        A template whose format specification does not suit a value (``{value:d}`` given text)
+        falls back to the default sentence: the violation is what the caller must see.
+        """
+        if self.message is not None:
+            try:
+                return self.message.format(**_message_fields(self.name, self.attributes, values))
+            except (ValueError, TypeError):
+                pass
+        return default_message(self.attributes, values, hashed=self.hashed)
+
+    def violation(
+        self,
+        values: tuple[Any, ...],
+        owner: tuple[Any, ...] | None,
+        instance: Any = None,
+        owner_model: str | None = None,
+    ) -> Violation:
+        """The violation of this constraint by ``values``, held by ``owner``, with its message and code."""
+        return Violation(
+            self.name,
+            self.attributes,
+            values,
+            owner,
+            instance,
+            owner_model,
+            message=self.describe(values),
+            code=self.code,
+        )
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
         """Return this constraint's values, in order, from a mapping of attribute values."""
@@ -178,6 +239,73 @@ class Constraint:
         if self.secret is not None:
             return hashed_lock_key(self.name, parts, self.secret())
         return lock_key(self.name, parts)
+
+
+def _message_fields(constraint: str, attributes: tuple[str, ...], values: tuple[Any, ...]) -> dict[str, Any]:
+    """The fields a ``message`` template is formatted with."""
+    fields: dict[str, Any] = {
+        "values": ", ".join(str(v) for v in values),
+        "attributes": ", ".join(attributes),
+        "constraint": constraint,
+    }
+    if len(attributes) == 1:
+        fields["value"] = values[0]
+    return fields
+
+
+def _template_fields(template: str) -> list[str]:
+    """Every replacement field of a ``str.format`` template, nested ones included.
+
+    Raises:
+        ValueError: the template is malformed (an unmatched brace).
+    """
+    names = []
+    for _, field_name, format_spec, _ in string.Formatter().parse(template):
+        if field_name is not None:
+            names.append(field_name)
+        if format_spec:
+            names.extend(_template_fields(format_spec))
+    return names
+
+
+def _check_message(model: str, where: str, uc: UniqueConstraint, name: str, samples: tuple[Any, ...]) -> None:
+    """Refuse a ``message`` template that would fail or say nothing sensible when formatted.
+
+    Raises:
+        UniqueConfigError: not a string, malformed, a field other than :data:`MESSAGE_FIELDS`
+            (positional, attribute or index access included), ``{value}`` on a compound
+            constraint, or a ``code`` that is not a non-empty string.
+    """
+    # Typed as object: the arguments come from users' code, checked or not.
+    code: object = uc.code
+    if not isinstance(code, str) or not code:
+        msg = f"{model}: {where}: code must be a non-empty string, got {code!r}"
+        raise UniqueConfigError(msg)
+    template: object = uc.message
+    if template is None:
+        return
+    if not isinstance(template, str):
+        msg = f"{model}: {where}: message must be a str.format template, got {type(template).__name__}"
+        raise UniqueConfigError(msg)
+    try:
+        fields = _template_fields(template)
+    except ValueError as exc:
+        msg = f"{model}: {where}: message {template!r} is not a valid str.format template: {exc}"
+        raise UniqueConfigError(msg) from None
+    allowed = MESSAGE_FIELDS if len(uc.attribute_names) == 1 else MESSAGE_FIELDS[1:]
+    for field_name in fields:
+        if field_name not in allowed:
+            hint = " ({value} is only for single-attribute constraints; use {values})" if field_name == "value" else ""
+            known = ", ".join(f"{{{f}}}" for f in allowed)
+            msg = f"{model}: {where}: message field {{{field_name}}} is not one of {known}{hint}"
+            raise UniqueConfigError(msg)
+    # Formatting a sample value of each attribute's type catches what parsing cannot (a format
+    # specification that does not suit the value) before the first violation needs the message.
+    try:
+        template.format(**_message_fields(name, uc.attribute_names, samples))
+    except (ValueError, TypeError) as exc:
+        msg = f"{model}: {where}: message {template!r} cannot be formatted: {exc}"
+        raise UniqueConfigError(msg) from None
 
 
 def _refuse_nested(model: str, path: str, attribute: Attribute[Any], seen: set[type]) -> None:
@@ -241,7 +369,14 @@ def resolve_constraints(
     for attr_name, attribute in attributes.items():
         spec = getattr(attribute, _SPEC_ATTR, None)
         if isinstance(spec, _UniqueSpec):
-            uc = UniqueConstraint(attr_name, name=spec.name, normalize=spec.normalize, hashed=spec.hashed)
+            uc = UniqueConstraint(
+                attr_name,
+                name=spec.name,
+                normalize=spec.normalize,
+                hashed=spec.hashed,
+                message=spec.message,
+                code=spec.code,
+            )
             found.append((uc, f"UniqueAttribute {attr_name!r}", spec))
         _refuse_nested(model, attr_name, attribute, set())
     if declared is not None:
@@ -319,6 +454,7 @@ def _resolve_one(
         model_attributes.append(attribute)
     name = uc.name if uc.name is not None else "_".join(a.upper() for a in uc.attribute_names)
     _check_name(model, name)
+    _check_message(model, where, uc, name, tuple(_SAMPLES[a.attr_type] for a in model_attributes))
     if not callable(uc.condition if uc.condition is not None else len):
         msg = f"{model}: {where}: condition must be callable"
         raise UniqueConfigError(msg)
@@ -336,4 +472,6 @@ def _resolve_one(
         secret=secret,
         explicit=uc.name is not None,
         origin=origin,
+        message=uc.message,
+        code=uc.code,
     )

@@ -20,6 +20,37 @@ class UniqueError(PynamoDBException):
     msg = "pynamodb_unique error"
 
 
+#: The code of a violation when its constraint gives none (``code=``), as Django's ``"unique"``.
+DEFAULT_CODE = "unique"
+
+
+def _shown(value: Any) -> str:
+    """A value as a person reads it: text quoted, numbers as written."""
+    return f"'{value}'" if isinstance(value, str) else str(value)
+
+
+def default_message(attributes: Sequence[str], values: Sequence[Any], *, hashed: bool = False) -> str:
+    """The sentence a violation says when its constraint has no ``message``.
+
+    ``email 'ada@x.io' is already taken``; a compound: ``the combination of tenant 'acme' and
+    slug 'home' is already taken``. The values of a hashed constraint, and binary values, are left
+    out (``email is already taken``): they are kept out of keys, so out of messages and logs too.
+
+    Args:
+        attributes: the constraint's Python attribute names.
+        values: the values as given to the write.
+        hashed: whether the constraint keeps its values out of lock keys.
+    """
+    if hashed or any(isinstance(v, (bytes, bytearray)) for v in values):
+        parts = list(attributes)
+    else:
+        parts = [f"{a} {_shown(v)}" for a, v in zip(attributes, values, strict=False)]
+    if len(parts) == 1:
+        return f"{parts[0]} is already taken"
+    listed = f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"the combination of {listed} is already taken"
+
+
 @dataclass(frozen=True)
 class Violation:
     """One unique constraint that a write would have broken.
@@ -34,6 +65,13 @@ class Violation:
         owner_model: the class name of the owner record's model (in a namespace shared by
             several models, it may be another model than the writer's); None when the lock does
             not say (locks written before 0.1).
+        message: a sentence to show a user: the constraint's ``message`` template filled in, or
+            :func:`default_message` (also when left empty here).
+        code: the constraint's ``code`` (``"unique"`` unless it says otherwise), for clients that
+            translate or branch on it.
+
+    ``message`` and ``code`` take no part in equality: two violations of the same constraint,
+    values and owner are equal however they are worded.
     """
 
     constraint: str
@@ -42,15 +80,22 @@ class Violation:
     owner: tuple[Any, ...] | None
     instance: Any = field(default=None, compare=False, repr=False)
     owner_model: str | None = field(default=None, compare=False)
+    message: str = field(default="", compare=False, repr=False)
+    code: str = field(default=DEFAULT_CODE, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.message:
+            # A frozen dataclass: the derived default is set once, here.
+            object.__setattr__(self, "message", default_message(self.attributes, self.values))
 
     def __str__(self) -> str:
-        if len(self.attributes) == 1:
-            return f"{self.attributes[0]} {self.values[0]!r} is already taken"
-        return f"{', '.join(self.attributes)} {self.values!r} is already taken"
+        return self.message
 
 
 class UniqueViolation(UniqueError):
     """A value that must be unique is already held by another record.
+
+    ``str()`` joins the violations' messages with ``"; "``.
 
     Attributes:
         violations: every violated constraint of the request, in declaration order.
@@ -60,12 +105,31 @@ class UniqueViolation(UniqueError):
 
     def __init__(self, violations: Sequence[Violation], cause: Exception | None = None) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)
-        super().__init__("; ".join(str(v) for v in self.violations) or self.msg, cause)
+        super().__init__("; ".join(v.message for v in self.violations) or self.msg, cause)
 
     @property
     def attributes(self) -> tuple[str, ...]:
         """Every attribute named by a violation, in order, without repeats."""
         return tuple(dict.fromkeys(a for v in self.violations for a in v.attributes))
+
+    def field_errors(self, non_field_key: str = "__all__") -> dict[str, list[str]]:
+        """The messages by form field, as Django's ``ValidationError.message_dict``.
+
+        A single-attribute violation is listed under its attribute's name; a compound one, which
+        no single field can fix, under ``non_field_key``.
+
+        Args:
+            non_field_key: the key of compound violations (Django's ``NON_FIELD_ERRORS``).
+
+        Returns:
+            ``{"email": ["email 'ada@x.io' is already taken"], "__all__": [...]}``, keys in the
+            order of the violations.
+        """
+        errors: dict[str, list[str]] = {}
+        for v in self.violations:
+            key = v.attributes[0] if len(v.attributes) == 1 else non_field_key
+            errors.setdefault(key, []).append(v.message)
+        return errors
 
 
 class ConditionFailed(UniqueError, PutError, UpdateError, DeleteError):
