@@ -69,6 +69,12 @@ class ModelContext:
         attempts: int = getattr(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         return attempts
 
+    @property
+    def table_name(self) -> str:
+        """The table the model's requests name, as its PynamoDB connection does."""
+        name: str = connection(self.model).table_name
+        return name
+
     def active(self) -> Planner | None:
         """The planner when the model's writes move locks; None: its writes are PynamoDB's own."""
         return self.planner if maintains_locks(self.model) else None
@@ -101,9 +107,15 @@ class ModelContext:
         hash_key, range_key = serialized_key(instance)
         return (hash_key,) if range_key is None else (hash_key, range_key)
 
-    def owner_fields(self, instance: Model) -> dict[str, dict[str, Any]]:
-        """The owner fields of a lock item, typed as the record's key attributes are."""
-        owner = self.owner(instance)
+    def owner_fields(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, dict[str, Any]]:
+        """The owner fields of a lock item, typed as the record's key attributes are.
+
+        Args:
+            instance: the record.
+            owner: its owner key, when already computed (:meth:`owner`).
+        """
+        if owner is None:
+            owner = self.owner(instance)
         fields = {OWNER_HASH: {self.attributes[self.hash_name].attr_type: owner[0]}}
         if self.range_name is not None:
             fields[OWNER_RANGE] = {self.attributes[self.range_name].attr_type: owner[1]}
@@ -141,14 +153,20 @@ class ModelContext:
             owner = (*owner, next(iter(item[self.attributes[self.range_name].attr_name].values())))
         return owner, values
 
-    def key_item(self, instance: Model) -> dict[str, Any]:
-        """The record's key as DynamoDB JSON: the item an update creates before its actions apply."""
-        hash_key, range_key = serialized_key(instance)
+    def key_item(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, Any]:
+        """The record's key as DynamoDB JSON: the item an update creates before its actions apply.
+
+        Args:
+            instance: the record.
+            owner: its owner key, when already computed (:meth:`owner`).
+        """
+        if owner is None:
+            owner = self.owner(instance)
         hash_attribute = self.attributes[self.hash_name]
-        item = {hash_attribute.attr_name: {hash_attribute.attr_type: hash_key}}
+        item = {hash_attribute.attr_name: {hash_attribute.attr_type: owner[0]}}
         if self.range_name is not None:
             range_attribute = self.attributes[self.range_name]
-            item[range_attribute.attr_name] = {range_attribute.attr_type: range_key}
+            item[range_attribute.attr_name] = {range_attribute.attr_type: owner[1]}
         return item
 
     def lock_keys(self, instance: Model) -> dict[str, str | None]:
@@ -198,7 +216,10 @@ class ModelContext:
     def remember_loaded(self, instance: Model, item: Mapping[str, Any] | None) -> None:
         """Remember a loaded item, when the model's writes move locks."""
         if self.active() is not None:
-            self.remember(instance, Stored(exists=True, values=self.values(instance), item=item))
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+            unique = {name: values.get(name) for name in self.planner.unique_names}
+            vars(instance)[SNAPSHOT] = (key, Stored(exists=True, values=unique, item=item))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""

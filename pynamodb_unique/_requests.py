@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.constants import ALL_OLD
+from pynamodb.constants import ALL_OLD, RETURN_VALUES_ON_CONDITION_FAILURE
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from ._context import context_of
+from ._context import OwnerKey, context_of
 from ._locks import LockTable
 from ._plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordOp, RecordWrite
 from ._pynamodb import put_kwargs
@@ -38,16 +38,23 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 _GUARD_TEXT: dict[tuple[Any, ...], tuple[str, dict[str, str]]] = {}
 
 
-def _guarded(instance: Model, op: RecordOp, guard: Guard) -> dict[str, Any]:
+def _guarded(instance: Model, op: RecordOp, guard: Guard, owner: OwnerKey | None) -> dict[str, Any]:
     """A put or delete whose only condition is the library's guard, its text compiled once per shape.
 
     Equal to PynamoDB's builder with the guard's condition (a unit test compares them); PynamoDB
-    builds the request without a condition and the guard's expression is added to it.
+    builds a put without a condition and the guard's expression is added to it; a delete, being
+    only the key, is built here.
     """
     if op == "put":
         kwargs = instance.get_save_kwargs_from_instance(return_values_on_condition_failure=ALL_OLD)
     else:
-        kwargs = instance.get_delete_kwargs_from_instance(return_values_on_condition_failure=ALL_OLD)
+        context = context_of(type(instance))
+        assert context is not None  # noqa: S101 - guards are planned for unique models only.
+        kwargs = {
+            "TableName": context.table_name,
+            "Key": context.key_item(instance, owner),
+            RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
+        }
     shape = (op, *guard.shape())
     text = _GUARD_TEXT.get(shape)
     if text is None:
@@ -72,11 +79,15 @@ def record_kwargs(
     condition: Condition | None,
     actions: Sequence[Action] | None,
     add_version_condition: bool,
+    owner: OwnerKey | None = None,
 ) -> dict[str, Any]:
-    """The request item for the record's own write, with the caller's and the library's conditions."""
+    """The request item for the record's own write, with the caller's and the library's conditions.
+
+    ``owner`` is the record's owner key, when already computed for this request.
+    """
     guard = write.guard
     if condition is None and write.op != "update" and guard is not None and not guard.planner.versioned:
-        return _guarded(instance, write.op, guard)
+        return _guarded(instance, write.op, guard, owner)
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
@@ -150,11 +161,12 @@ def build_request(
         locks: where the lock items live.
     """
     sent = plan.sent()
-    owner = context.owner_fields(instance) if plan.transactional else None
+    key = context.owner(instance)
+    fields = context.owner_fields(instance, key) if plan.transactional else None
     items = [
-        record_kwargs(instance, action, condition, actions, add_version_condition)
+        record_kwargs(instance, action, condition, actions, add_version_condition, key)
         if isinstance(action, RecordWrite)
-        else lock_kwargs(context, instance, locks, action, owner=owner)
+        else lock_kwargs(context, instance, locks, action, owner=fields)
         for action in sent
     ]
     if plan.transactional:
