@@ -8,6 +8,7 @@ relative's) is PynamoDB's own.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pynamodb.expressions.condition import Condition
@@ -22,6 +23,7 @@ from ._plan import Stored
 from ._reads import UniqueReads
 from ._registry import register
 from ._send import check_token
+from ._validate import validate_unique
 from .exceptions import InvalidUniqueValue
 
 
@@ -148,6 +150,23 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         assumed, desire = intent_plan(context, self, "delete", None, known)
         assert desire is not None  # noqa: S101 - a delete always plans.
         return write(context, self, Intent("delete", condition, None, add_version_condition, token), assumed, desire)
+
+    def validate_unique(self, exclude: Iterable[str] = ()) -> None:
+        """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.
+
+        Reads every lock this record's write would take (normalized, hashed, partial conditions
+        applied) with one strongly consistent BatchGetItem; values this record holds already are
+        free. Writes nothing. Advisory, as :meth:`unique_owner`: the write remains the authority.
+
+        Args:
+            exclude: attribute names left unchecked (fields that failed other validation); a
+                constraint whose attributes or condition read one of them is skipped.
+
+        Raises:
+            UniqueViolation: every value held by another record (``field_errors()`` for a form).
+            InvalidUniqueValue: a checked value cannot be a key, or ``exclude`` names no attribute.
+        """
+        validate_unique(self, exclude)
 
     @classmethod
     def unique_owner(cls, **values: Any) -> tuple[Any, ...] | None:

@@ -1,0 +1,141 @@
+"""Validation before submit: ``validate_unique()`` reads the locks a write would take.
+
+Advisory, as :meth:`~pynamodb_unique.UniqueMixin.unique_owner`: a form can show "taken" next to
+each field before the user submits, but another writer may take a value between this read and
+the write, which remains the authority.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from . import _send
+from ._context import OwnerKey, context_of
+from ._locks import LockTable, lock_owner, lock_owner_model
+from ._send import RETRY_BASE_DELAY, RETRY_MAX_DELAY, retrying
+from .exceptions import InvalidUniqueValue, TransientError, UniqueViolation, Violation
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from ._constraint import Constraint
+
+#: BatchGetItem reads at most 100 keys per request.
+MAX_BATCH_GET: Final = 100
+
+
+def _batch_get(locks: LockTable, keys: list[dict[str, Any]]) -> dict[str, Any]:
+    """One strongly consistent BatchGetItem of lock items (PynamoDB wraps errors as ``GetError``)."""
+    # PynamoDB types ``keys`` as strings, yet takes key mappings: its own ``batch_get`` passes them.
+    data: dict[str, Any] = locks.connection.batch_get_item(keys, consistent_read=True)  # type: ignore[arg-type] # see above.
+    return data
+
+
+def read_locks(locks: LockTable, lock_keys: Sequence[str], *, attempts: int) -> dict[str, dict[str, Any]]:
+    """The lock items stored under ``lock_keys``, read strongly consistently, by lock key.
+
+    One BatchGetItem per 100 keys. Keys DynamoDB leaves unprocessed (throttling, the 16 MB
+    response limit) are read again with bounded, jittered backoff; errors worth resending
+    (throttling) are resent as the writes' are.
+
+    Args:
+        locks: the table holding the locks.
+        lock_keys: distinct lock keys.
+        attempts: requests per chunk before giving up.
+
+    Returns:
+        Each stored lock item (DynamoDB JSON) under its lock key; absent keys are free.
+
+    Raises:
+        TransientError: keys were still unprocessed, or requests throttled, after ``attempts``.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    table = locks.table_name
+    for start in range(0, len(lock_keys), MAX_BATCH_GET):
+        pending: list[dict[str, Any]] = [locks.key(k) for k in lock_keys[start : start + MAX_BATCH_GET]]
+        for attempt in range(attempts):
+            data = retrying(functools.partial(_batch_get, locks, pending), attempts=attempts)
+            for item in data.get("Responses", {}).get(table, []):
+                found[item[locks.hash_name]["S"]] = item
+            pending = data.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            if not pending:
+                break
+            if attempt + 1 < attempts:
+                delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
+                _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+        if pending:
+            msg = f"{TransientError.msg}: {len(pending)} lock keys unprocessed after {attempts} BatchGetItem requests"
+            raise TransientError(msg)
+    return found
+
+
+def _checked(instance: Model, exclude: Iterable[str], attributes: Iterable[str]) -> frozenset[str]:
+    """The excluded attribute names, refused when not the model's (a typo would skip a check silently).
+
+    Raises:
+        InvalidUniqueValue: ``exclude`` is a string, or names an attribute the model lacks.
+    """
+    if isinstance(exclude, str):
+        msg = f"exclude must be a collection of attribute names, not the string {exclude!r}"
+        raise InvalidUniqueValue(msg)
+    excluded = frozenset(exclude)
+    unknown = sorted(excluded - set(attributes))
+    if unknown:
+        msg = f"{type(instance).__name__}: exclude names {unknown}, not attributes of the model"
+        raise InvalidUniqueValue(msg)
+    return excluded
+
+
+def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
+    """Raise :class:`UniqueViolation` when a value the instance would lock is held by another record.
+
+    Every lock the instance's write would take (values normalized, hashed constraints hashed, a
+    partial constraint only while its condition holds) is read with one strongly consistent
+    BatchGetItem; locks the record itself owns are free. Nothing is written.
+
+    Args:
+        instance: a unique model's instance, as a form filled it in.
+        exclude: attribute names to leave unchecked (fields that failed other validation): a
+            constraint whose attributes or condition read one of them is skipped.
+
+    Raises:
+        UniqueViolation: every value held by another record, with its owner, message and code.
+        InvalidUniqueValue: a checked value cannot be a key, or ``exclude`` names no attribute.
+        TransientError: throttling outlasted the retries.
+    """
+    context = context_of(type(instance))
+    if context is None:
+        return
+    excluded = _checked(instance, exclude, context.attributes)
+    planner = context.planner
+    values = context.values(instance)
+    wanted: list[tuple[Constraint, str]] = []
+    for constraint in planner.constraints:
+        if not excluded.isdisjoint((*constraint.attributes, *constraint.condition_attributes)):
+            continue
+        # The write's own computation: normalize, encode, hash, and the partial condition.
+        key = planner.key(constraint, values)
+        if key is not None:
+            wanted.append((constraint, key))
+    if not wanted:
+        return
+    found = read_locks(context.locks(), [key for _, key in wanted], attempts=context.retry_attempts)
+    own: OwnerKey | None = None if context.key(instance)[0] is None else context.owner(instance)
+    violations: list[Violation] = []
+    for constraint, key in wanted:
+        item = found.get(key)
+        if item is None:
+            continue
+        owner = lock_owner(item)
+        if owner is not None and owner == own:
+            continue
+        violations.append(
+            constraint.violation(
+                constraint.values(values), context.decode_owner(owner), instance, lock_owner_model(item)
+            )
+        )
+    if violations:
+        raise UniqueViolation(violations)
