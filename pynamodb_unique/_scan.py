@@ -40,8 +40,9 @@ def scan_pages(
     """Read every item of a table once, strongly consistent, and hand each page to ``on_page``.
 
     With ``segments > 1`` each segment of DynamoDB's parallel scan runs on its own thread, so
-    ``on_page`` is called from several threads and must be thread-safe. Only one page per
-    segment is held at a time (at most 1 MB each, DynamoDB's page limit).
+    ``on_page`` is called from several threads and must be thread-safe. Each segment holds at
+    most two pages at a time (at most 1 MB each, DynamoDB's page limit): the one being read and
+    the next one, requested meanwhile.
 
     Args:
         connection: the table to read.
@@ -64,12 +65,17 @@ def scan_pages(
         kwargs: dict[str, Any] = {"consistent_read": True}
         if segments > 1:
             kwargs.update(segment=segment, total_segments=segments)
+        pages: PageIterator[dict[str, Any]] = PageIterator(connection.scan, (), kwargs, rate_limit=rate)
+        # The next page is requested while this one is read: the wait for DynamoDB overlaps the
+        # work on the items (the fetching thread waits on the network without holding the GIL).
         try:
-            pages: PageIterator[dict[str, Any]] = PageIterator(connection.scan, (), kwargs, rate_limit=rate)
-            for page in pages:
-                if stop.is_set():
-                    return
-                on_page(page.get("Items", []))
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="uniq-scan-fetch") as fetcher:
+                fetching = fetcher.submit(next, pages, None)
+                while (page := fetching.result()) is not None:
+                    if stop.is_set():
+                        return
+                    fetching = fetcher.submit(next, pages, None)
+                    on_page(page.get("Items", []))
         except BaseException:
             stop.set()
             raise
