@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -12,7 +11,8 @@ from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
 from ._keys import encode_part, hashed_lock_key, lock_key
-from .exceptions import DEFAULT_CODE, InvalidUniqueValue, UniqueConfigError, Violation, default_message
+from ._messages import SAMPLES, check_message, describe
+from .exceptions import DEFAULT_CODE, InvalidUniqueValue, UniqueConfigError, Violation
 
 _A = TypeVar("_A", bound=Attribute[Any])
 
@@ -31,10 +31,6 @@ LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL)
 _SPEC_ATTR: Final = "_pynamodb_unique_spec"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
 _KEYABLE_TYPES: Final = (STRING, NUMBER, BINARY)
-#: The fields a ``message`` template may use; ``value`` only on a single-attribute constraint.
-MESSAGE_FIELDS: Final = ("value", "values", "attributes", "constraint")
-# A value of each keyable type, to try a message template on when the class is defined.
-_SAMPLES: Final[dict[str, Any]] = {STRING: "x", NUMBER: 1, BINARY: b"x"}
 
 
 Condition = Callable[[Any], Any]
@@ -172,17 +168,8 @@ class Constraint:
         return self.secret is not None
 
     def describe(self, values: tuple[Any, ...]) -> str:
-        """The message of a violation of this constraint by ``values`` (as given, not normalized).
-
-        A template whose format specification does not suit a value (``{value:d}`` given text)
-        falls back to the default sentence: the violation is what the caller must see.
-        """
-        if self.message is not None:
-            try:
-                return self.message.format(**_message_fields(self.name, self.attributes, values))
-            except (ValueError, TypeError):
-                pass
-        return default_message(self.attributes, values, hashed=self.hashed)
+        """The message of a violation of this constraint by ``values`` (as given, not normalized)."""
+        return describe(self.message, self.name, self.attributes, values, hashed=self.hashed)
 
     def violation(
         self,
@@ -239,73 +226,6 @@ class Constraint:
         if self.secret is not None:
             return hashed_lock_key(self.name, parts, self.secret())
         return lock_key(self.name, parts)
-
-
-def _message_fields(constraint: str, attributes: tuple[str, ...], values: tuple[Any, ...]) -> dict[str, Any]:
-    """The fields a ``message`` template is formatted with."""
-    fields: dict[str, Any] = {
-        "values": ", ".join(str(v) for v in values),
-        "attributes": ", ".join(attributes),
-        "constraint": constraint,
-    }
-    if len(attributes) == 1:
-        fields["value"] = values[0]
-    return fields
-
-
-def _template_fields(template: str) -> list[str]:
-    """Every replacement field of a ``str.format`` template, nested ones included.
-
-    Raises:
-        ValueError: the template is malformed (an unmatched brace).
-    """
-    names = []
-    for _, field_name, format_spec, _ in string.Formatter().parse(template):
-        if field_name is not None:
-            names.append(field_name)
-        if format_spec:
-            names.extend(_template_fields(format_spec))
-    return names
-
-
-def _check_message(model: str, where: str, uc: UniqueConstraint, name: str, samples: tuple[Any, ...]) -> None:
-    """Refuse a ``message`` template that would fail or say nothing sensible when formatted.
-
-    Raises:
-        UniqueConfigError: not a string, malformed, a field other than :data:`MESSAGE_FIELDS`
-            (positional, attribute or index access included), ``{value}`` on a compound
-            constraint, or a ``code`` that is not a non-empty string.
-    """
-    # Typed as object: the arguments come from users' code, checked or not.
-    code: object = uc.code
-    if not isinstance(code, str) or not code:
-        msg = f"{model}: {where}: code must be a non-empty string, got {code!r}"
-        raise UniqueConfigError(msg)
-    template: object = uc.message
-    if template is None:
-        return
-    if not isinstance(template, str):
-        msg = f"{model}: {where}: message must be a str.format template, got {type(template).__name__}"
-        raise UniqueConfigError(msg)
-    try:
-        fields = _template_fields(template)
-    except ValueError as exc:
-        msg = f"{model}: {where}: message {template!r} is not a valid str.format template: {exc}"
-        raise UniqueConfigError(msg) from None
-    allowed = MESSAGE_FIELDS if len(uc.attribute_names) == 1 else MESSAGE_FIELDS[1:]
-    for field_name in fields:
-        if field_name not in allowed:
-            hint = " ({value} is only for single-attribute constraints; use {values})" if field_name == "value" else ""
-            known = ", ".join(f"{{{f}}}" for f in allowed)
-            msg = f"{model}: {where}: message field {{{field_name}}} is not one of {known}{hint}"
-            raise UniqueConfigError(msg)
-    # Formatting a sample value of each attribute's type catches what parsing cannot (a format
-    # specification that does not suit the value) before the first violation needs the message.
-    try:
-        template.format(**_message_fields(name, uc.attribute_names, samples))
-    except (ValueError, TypeError) as exc:
-        msg = f"{model}: {where}: message {template!r} cannot be formatted: {exc}"
-        raise UniqueConfigError(msg) from None
 
 
 def _refuse_nested(model: str, path: str, attribute: Attribute[Any], seen: set[type]) -> None:
@@ -454,7 +374,8 @@ def _resolve_one(
         model_attributes.append(attribute)
     name = uc.name if uc.name is not None else "_".join(a.upper() for a in uc.attribute_names)
     _check_name(model, name)
-    _check_message(model, where, uc, name, tuple(_SAMPLES[a.attr_type] for a in model_attributes))
+    samples = tuple(SAMPLES[a.attr_type] for a in model_attributes)
+    check_message(f"{model}: {where}", name, uc.attribute_names, uc.message, uc.code, samples)
     if not callable(uc.condition if uc.condition is not None else len):
         msg = f"{model}: {where}: condition must be callable"
         raise UniqueConfigError(msg)
