@@ -9,6 +9,8 @@ from ._audit import MissingLock as MissingLock
 from ._audit import OrphanedLock as OrphanedLock
 from ._audit import Problem as Problem
 from ._audit import audit as audit
+from ._bulk import BulkResult as BulkResult
+from ._bulk import bulk_save as bulk_save
 from ._constraint import UniqueAttribute as UniqueAttribute
 from ._constraint import UniqueConstraint as UniqueConstraint
 from ._explain import Explanation as Explanation
@@ -40,6 +42,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a checkout witho
 
 __all__ = [
     "AuditReport",
+    "BulkResult",
     "ConditionFailed",
     "DuplicateValue",
     "Explanation",
@@ -65,6 +68,7 @@ __all__ = [
     "__version__",
     "audit",
     "backfill",
+    "bulk_save",
     "create_lock_table",
     "explain",
     "inspect",

@@ -142,6 +142,7 @@ class UniqueReads(Model):
             return super().batch_write(auto_commit)
         msg = (
             f"{cls.__name__}.batch_write() is refused: BatchWriteItem carries no conditions and "
-            "cannot keep unique locks in step; save() each record instead"
+            "cannot keep unique locks in step; use pynamodb_unique.bulk_save(records) instead (records "
+            "with their locks, packed into TransactWriteItems)"
         )
         raise UniqueError(msg)

@@ -1,0 +1,458 @@
+"""``bulk_save``: many new records with their locks, packed into concurrent TransactWriteItems.
+
+BatchWriteItem carries no conditions, so it cannot keep locks in step (``batch_write()`` is
+refused). A bulk import instead packs whole records (the record's Put and its lock Puts, never
+split) into transactions of at most 100 actions, each under a ClientRequestToken derived from its
+content: re-running the same import after a crash replays the chunks already committed instead of
+writing them twice. A cancelled chunk is read through the engine's ``interpret``; the records it
+settles (a taken value, an existing record) leave, the rest are packed again and re-sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from pynamodb.attributes import VersionAttribute
+from pynamodb.connection import Connection
+from pynamodb.constants import ALL_OLD
+from pynamodb.exceptions import CancellationReason, TransactWriteError
+from pynamodb.models import Model
+
+from ._context import ModelContext, OwnerKey, context_of
+from ._engine import Finding, Intent, after_success, interpret, plan_once, violation
+from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
+from ._pynamodb import connection as model_connection
+from ._pynamodb import serialized_key
+from ._requests import build_request
+from ._send import RETRY_ATTEMPTS, derive_token, error_code, retrying
+from .exceptions import IdempotencyMismatch, InvalidUniqueValue, Violation
+
+_M = TypeVar("_M", bound=Model)
+
+#: DynamoDB's limit on the aggregate size of one TransactWriteItems is 4 MB; a chunk's request
+#: JSON (larger than the items it carries) is kept under this many bytes.
+MAX_TRANSACTION_BYTES: Final = 4_000_000
+#: Folded into every chunk's token, so a bulk chunk never shares a token with another operation.
+TOKEN_BASE: Final = "pynamodb-unique-bulk"  # noqa: S105 - a request token prefix, not a password.
+
+
+@dataclass(frozen=True)
+class BulkResult(Generic[_M]):
+    """What :func:`bulk_save` did with each instance: every one is in exactly one place.
+
+    Attributes:
+        saved: instances written with their locks (or found already written exactly so, as by an
+            earlier run of the same import), in input order.
+        violations: one :class:`Violation` per constraint an unsaved instance could not take
+            (``.instance`` is the instance, ``.owner`` the holder's key), in input order.
+        existing: instances whose key already held another record, left untouched, in input order.
+    """
+
+    saved: tuple[_M, ...] = ()
+    violations: tuple[Violation, ...] = ()
+    existing: tuple[_M, ...] = ()
+
+
+@dataclass
+class _Record:
+    """One input instance: its transaction Puts (the record's first) and what each one is."""
+
+    index: int
+    instance: Model
+    context: ModelContext | None
+    owner: OwnerKey
+    actions: list[PlanAction]
+    items: list[dict[str, Any]]
+    plan: Plan | None = None
+    desired: dict[str, Any] = field(default_factory=dict)
+    #: Set when the record was found stored exactly as it would be written: its next send checks
+    #: it still holds its unique values (this ConditionCheck) instead of putting it, and puts its locks.
+    check: dict[str, Any] | None = None
+
+    def sent(self) -> tuple[list[tuple[PlanAction, dict[str, Any]]], list[tuple[PlanAction, dict[str, Any]]]]:
+        """(ConditionChecks, Puts) of this record's next send, each with the action it stands for."""
+        pairs = list(zip(self.actions, self.items, strict=True))
+        if self.check is None:
+            return [], pairs
+        return [(self.actions[0], self.check)], pairs[1:]
+
+    @property
+    def size(self) -> int:
+        """Actions of its next send (at most 1 + 49 locks: a model has at most 49 constraints)."""
+        return len(self.items)
+
+
+@dataclass
+class _Chunk:
+    """One TransactWriteItems: whole records, condition checks sent first, then Puts."""
+
+    records: list[_Record]
+    checks: list[dict[str, Any]]
+    puts: list[dict[str, Any]]
+    slots: list[tuple[_Record, PlanAction]]
+
+    @property
+    def token(self) -> str:
+        """The ClientRequestToken: a digest of the items as sent (36 characters, DynamoDB's limit)."""
+        sent = [*({"ConditionCheck": c} for c in self.checks), *({"Put": p} for p in self.puts)]
+        return derive_token(TOKEN_BASE, 0, sent)
+
+
+class _Cancelled(Exception):
+    """A chunk was cancelled by a failed condition; ``reasons[i]`` belongs to ``slots[i]``."""
+
+    def __init__(self, reasons: list[CancellationReason | None], cause: TransactWriteError) -> None:
+        super().__init__("chunk cancelled")
+        self.reasons = reasons
+        self.cause = cause
+
+
+_SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
+
+
+def _canonical(value: Any) -> Any:
+    """DynamoDB JSON with the members of every set sorted.
+
+    PynamoDB serializes a set in iteration order, which changes with string hashing from one
+    process to the next: sorted, the same record gives the same request, and the same token,
+    when the import runs again.
+    """
+    if isinstance(value, dict):
+        return {
+            k: sorted(v, key=repr) if k in _SET_TYPES and isinstance(v, list) else _canonical(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _hash_attribute(model: type[Model]) -> Any:
+    return next(a for a in model.get_attributes().values() if a.is_hash_key)
+
+
+def _version(instance: Model) -> Any:
+    """The instance's version, when its model has a VersionAttribute (None: none, or unset)."""
+    for name, attribute in instance.get_attributes().items():
+        if isinstance(attribute, VersionAttribute):
+            return getattr(instance, name)
+    return None
+
+
+def _record(index: int, instance: object) -> _Record:
+    """Plan one create as ``save()`` of a new record would, refusing bad input before any request.
+
+    Raises:
+        InvalidUniqueValue: a value cannot be keyed, the hash key is reserved, or the instance
+            holds a version (a record already saved: ``save()`` it instead).
+        TypeError: ``instance`` is not a PynamoDB model instance.
+    """
+    if not isinstance(instance, Model):
+        msg = f"bulk_save() takes PynamoDB model instances, got {type(instance).__name__}"
+        raise TypeError(msg)
+    model = type(instance)
+    context = context_of(model)
+    if context is not None and context.active() is None:
+        context = None
+    version = _version(instance)
+    if version is not None:
+        who = f"{model.__name__} {serialized_key(instance)}"
+        msg = f"bulk_save() creates records: {who} has version {version} (a saved record): save() it instead"
+        raise InvalidUniqueValue(msg)
+    if context is None:
+        # PynamoDB's own Put (the version condition included), refused when the key is taken.
+        item = instance.get_save_kwargs_from_instance(
+            condition=_hash_attribute(model).does_not_exist(), return_values_on_condition_failure=ALL_OLD
+        )
+        item["Item"] = _canonical(item["Item"])
+        hash_key, range_key = serialized_key(instance)
+        owner = (hash_key,) if range_key is None else (hash_key, range_key)
+        return _Record(index, instance, None, owner, [RecordWrite("put", None)], [item])
+    context.check_key(instance)
+    desired = context.values(instance)
+    plan, desired = plan_once(context, "put", Stored(exists=False), lambda _: desired)
+    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=context.locks())
+    actions = plan.sent()
+    items = request.items
+    items[0] = {**items[0], "Item": _canonical(items[0]["Item"])}
+    return _Record(index, instance, context, context.owner(instance), actions, items, plan, desired)
+
+
+def _check(record: _Record) -> dict[str, Any]:
+    """A ConditionCheck that the stored record holds the unique values its locks are for."""
+    assert record.context is not None  # noqa: S101 - only records with locks are confirmed.
+    condition = record.context.planner.cas(Stored(exists=True, values=record.desired))
+    key = record.context.key(record.instance)
+    return type(record.instance).get_operation_kwargs_from_class(*key, condition=condition)
+
+
+def _lock_table(record: _Record) -> str:
+    assert record.context is not None  # noqa: S101 - only records with locks.
+    return record.context.locks().table_name
+
+
+def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list[Violation]]]:
+    """Plan every record; the first to claim a value keeps it, later ones are violations now.
+
+    Raises:
+        InvalidUniqueValue: bad input (see :func:`_record`), two instances with one key, or models
+            on different endpoints (one transaction spans one region and account).
+    """
+    records: list[_Record] = []
+    losers: dict[int, list[Violation]] = {}
+    keys: set[tuple[str, OwnerKey]] = set()
+    claimed: dict[tuple[str, str], dict[str, Any]] = {}
+    where = {(m.Meta.region, m.Meta.host) for m in {type(i) for i in instances if isinstance(i, Model)}}
+    if len(where) > 1:
+        msg = f"bulk_save() sends one transaction per chunk: every model must share region and host, got {where}"
+        raise InvalidUniqueValue(msg)
+    for index, instance in enumerate(instances):
+        record = _record(index, instance)
+        key = (type(record.instance).Meta.table_name, record.owner)
+        if key in keys:
+            msg = f"bulk_save() got two instances with the key {record.owner} in {key[0]}"
+            raise InvalidUniqueValue(msg)
+        keys.add(key)
+        puts = [(a, item) for a, item in zip(record.actions, record.items, strict=True) if isinstance(a, LockPut)]
+        taken = [(a, claimed[_lock_table(record), a.key]) for a, _ in puts if (_lock_table(record), a.key) in claimed]
+        if taken:
+            assert record.context is not None  # noqa: S101 - only records with locks take values.
+            # What save() would report once the first record holds the value: its lock as the owner.
+            found = [Finding("taken", action, lock) for action, lock in taken]
+            losers[index] = [violation(record.context, record.instance, f) for f in found]
+            continue
+        for action, item in puts:
+            claimed[_lock_table(record), action.key] = item["Item"]
+        records.append(record)
+    return records, losers
+
+
+def _pack(records: Iterable[_Record]) -> list[_Chunk]:
+    """Whole records, in order, into chunks of at most 100 actions and under 4 MB."""
+    chunks: list[_Chunk] = []
+    current: _Chunk | None = None
+    size = 0
+    checks: list[tuple[_Record, PlanAction]] = []
+    puts: list[tuple[_Record, PlanAction]] = []
+    for record in records:
+        record_checks, record_puts = record.sent()
+        body = len(json.dumps([item for _, item in (*record_checks, *record_puts)], default=repr))
+        if current is None or (
+            len(current.checks) + len(current.puts) + record.size > MAX_TRANSACTION_ACTIONS
+            or size + body > MAX_TRANSACTION_BYTES
+        ):
+            current, size, checks, puts = _Chunk([], [], [], []), 0, [], []
+            chunks.append(current)
+        current.records.append(record)
+        current.checks.extend(item for _, item in record_checks)
+        current.puts.extend(item for _, item in record_puts)
+        checks.extend((record, action) for action, _ in record_checks)
+        puts.extend((record, action) for action, _ in record_puts)
+        # Sent as PynamoDB groups them: every ConditionCheck, then every Put.
+        current.slots = checks + puts
+        size += body
+    return chunks
+
+
+def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
+    """Send one chunk, retrying conflicts and throttling with the same token, as ``send`` does.
+
+    Raises:
+        _Cancelled: a condition failed.
+        IdempotencyMismatch: the token was used for a different request.
+        TransientError: conflicts or throttling outlasted ``attempts``.
+    """
+    token = chunk.token
+
+    def call() -> Any:
+        try:
+            return connection.transact_write_items(chunk.checks, [], chunk.puts, [], client_request_token=token)
+        except TransactWriteError as exc:
+            code = error_code(exc)
+            if code == "IdempotentParameterMismatchException":
+                msg = f"{IdempotencyMismatch.msg}: {exc.cause}"
+                raise IdempotencyMismatch(msg, exc) from exc
+            reasons = exc.cancellation_reasons
+            if code == "TransactionCanceledException" and any(
+                r is not None and r.code == "ConditionalCheckFailed" for r in reasons
+            ):
+                raise _Cancelled(reasons, exc) from exc
+            raise
+
+    retrying(call, attempts=attempts)
+
+
+@dataclass
+class _Outcomes:
+    """Where each settled instance went, by input index."""
+
+    saved: dict[int, _Record] = field(default_factory=dict)
+    violations: dict[int, list[Violation]] = field(default_factory=dict)
+    existing: dict[int, Model] = field(default_factory=dict)
+
+    def finish(self, chunk: _Chunk, sent: Future[None]) -> list[_Record]:
+        """Read a chunk's send: its records are saved, or settled by its cancellation; return those to resend.
+
+        Raises:
+            Exception: the send's error, other than a failed condition of the chunk's own records.
+        """
+        try:
+            sent.result()
+        except _Cancelled as cancelled:
+            return self.settle(chunk, cancelled)
+        self.saved.update((r.index, r) for r in chunk.records)
+        return []
+
+    def settle(self, chunk: _Chunk, cancelled: _Cancelled) -> list[_Record]:
+        """Read a cancelled chunk: settle the records it refused; return those to send again.
+
+        Raises:
+            TransactWriteError: the chunk failed, and no record of it is why.
+        """
+        ours = {id(r): frozenset({r.owner}) for r in chunk.records}
+        findings = interpret([(action, ours[id(r)]) for r, action in chunk.slots], cancelled.reasons)
+        owners = {id(action): r for r, action in chunk.slots}
+        found: dict[int, list[Finding]] = {}
+        for finding in findings:
+            found.setdefault(id(owners[id(finding.action)]), []).append(finding)
+        if not found:
+            raise cancelled.cause
+        again = []
+        for record in chunk.records:
+            problems = found.get(id(record), [])
+            record_failed = next((f for f in problems if f.kind == "record"), None)
+            taken = [f for f in problems if f.kind == "taken"]
+            if record_failed is not None:
+                stored_as_sent = _canonical(record_failed.item) == record.items[0].get("Item")
+                if record.check is not None or taken or not stored_as_sent:
+                    self.existing[record.index] = record.instance
+                elif record.size == 1:
+                    self.saved[record.index] = record  # Stored exactly so, and it takes no lock.
+                else:
+                    record.check = _check(record)
+                    again.append(record)
+            elif taken:
+                assert record.context is not None  # noqa: S101 - only lock puts are taken.
+                self.violations[record.index] = [violation(record.context, record.instance, f) for f in taken]
+            else:
+                again.append(record)
+        return again
+
+
+def _done(outcomes: _Outcomes) -> None:
+    """Leave each saved instance as ``save()`` does: its version set, what is stored remembered."""
+    for record in outcomes.saved.values():
+        if record.context is None or record.plan is None:
+            record.instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+            continue
+        intent = Intent("put", None, None, add_version_condition=True, token=None)
+        after_success(
+            record.context, record.instance, intent, record.plan, record.desired, {}, sent=record.items[0], load=False
+        )
+
+
+def bulk_save(
+    instances: Iterable[_M],
+    *,
+    max_workers: int = 4,
+    progress: Callable[[int], object] | None = None,
+) -> BulkResult[_M]:
+    """Create many new records with their locks, in concurrent TransactWriteItems.
+
+    Values repeated inside the input are found before any request: the first instance to hold one
+    keeps it, later ones become violations naming it as the owner. Each record travels with its
+    locks in one transaction of at most 100 actions (and under 4 MB); chunks are sent by up to
+    ``max_workers`` threads, each with a ClientRequestToken derived from its content, so running
+    the same import again within DynamoDB's 10-minute window replays committed chunks instead of
+    writing them twice (and a record found stored exactly as given counts as saved after a check
+    that it still holds its values, its locks put if missing). A chunk cancelled by a taken value
+    or an existing record is sent again without them. Records may be of several models (one
+    region and host); models without constraints are written with ``attribute_not_exists`` too.
+
+    Args:
+        instances: new records, of one or several models.
+        max_workers: threads sending chunks at once (at least 1).
+        progress: called with the number of records each finished chunk settled (records refused
+            before any request count first); the calls add up to the number of instances.
+
+    Returns:
+        Where each instance went: saved, a violation, or an existing record left untouched. Saved
+        instances are in the state ``save()`` leaves them in (version set, stored values known).
+
+    Raises:
+        InvalidUniqueValue: bad input (a value that cannot be keyed, a reserved hash key, two
+            instances with one key, an instance with a version set, models on different
+            endpoints): nothing was sent. PynamoDB's own checks (``ValueError`` for a missing
+            required value) and ``TypeError`` for what is not a model instance also come first.
+        TransientError: conflicts or throttling outlasted the retries of a chunk. On this or any
+            other error (``IdempotencyMismatch``, PynamoDB's ``TransactWriteError``), the chunks
+            in flight finish, no further chunk is sent, committed chunks stay and no instance is
+            changed: run the same import again.
+    """
+    if not isinstance(max_workers, int) or max_workers < 1:
+        msg = f"max_workers must be a positive integer, got {max_workers!r}"
+        raise ValueError(msg)
+    given = list(instances)
+    records, losers = _prepare(given)
+    outcomes = _Outcomes(violations=dict(losers))
+    if losers and progress is not None:
+        progress(len(losers))
+    if records:
+        _run(records, outcomes, max_workers, progress)
+    _done(outcomes)
+    return BulkResult(
+        saved=tuple(given[i] for i in sorted(outcomes.saved)),
+        violations=tuple(v for i in sorted(outcomes.violations) for v in outcomes.violations[i]),
+        existing=tuple(given[i] for i in sorted(outcomes.existing)),
+    )
+
+
+def _run(
+    records: list[_Record], outcomes: _Outcomes, max_workers: int, progress: Callable[[int], object] | None
+) -> None:
+    """Send every chunk, re-packing what a cancelled chunk did not settle, until all are settled.
+
+    Raises:
+        Exception: the first error a chunk met (after the chunks in flight finish), with a note.
+    """
+    first = records[0].instance
+    connection = model_connection(type(first)).connection
+    connection.client  # noqa: B018 - create the shared botocore client before threads race for it.
+    contexts = [r.context for r in records if r.context is not None]
+    attempts = max((c.retry_attempts for c in contexts), default=RETRY_ATTEMPTS)
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bulk_save") as pool:
+        pending: dict[Future[None], _Chunk] = {}
+
+        def submit(chunks: list[_Chunk]) -> None:
+            for chunk in chunks:
+                pending[pool.submit(_send_chunk, connection, chunk, attempts)] = chunk
+
+        submit(_pack(records))
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = pending.pop(future)
+                if future.cancelled():
+                    continue
+                try:
+                    again = outcomes.finish(chunk, future)
+                    if progress is not None:
+                        progress(len(chunk.records) - len(again))
+                except Exception as exc:  # noqa: BLE001 - re-raised once the chunks in flight finish.
+                    error = error or exc
+                    for queued in pending:
+                        queued.cancel()
+                    continue
+                if error is None:
+                    submit(_pack(again))
+    if error is not None:
+        error.add_note(
+            f"bulk_save: {len(outcomes.saved)} records were committed before this error; no instance was "
+            "changed. Run the same bulk_save again: committed chunks are replayed, not written twice."
+        )
+        raise error
