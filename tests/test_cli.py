@@ -168,7 +168,10 @@ def test_explain_command__prints_the_library_request(tmp_path: Path, monkeypatch
     item = {"pk": "ACCT#a1f9c3", "email": "Ada@Lovelace.io", "username": "ada"}
     result = _run("explain", f"{name}:Account", "--op", "save", "--item", json.dumps(item))
     assert result.exit_code == 0
-    assert result.stderr == "TransactWriteItems request:\n"
+    assert result.stderr == (
+        "note: assuming no record is stored under this key (a new record); pass --stored JSON to plan an overwrite\n"
+        "TransactWriteItems request:\n"
+    )
     assert json.loads(result.stdout) == explain(model(**item), "save").request
     stored = {"pk": "ACCT#a1f9c3", "email": "ada@lovelace.io", "username": "ada"}
     update = _run(
@@ -199,7 +202,9 @@ def test_explain_command__prints_the_library_request(tmp_path: Path, monkeypatch
             ["explain", "{model}", "--op", "save", "--item", "[1]"], "Error: --item must be a JSON object", id="item"
         ),
         pytest.param(
-            ["inspect", "{model}", "nickname=x"], "Error: values: Account has no attribute nickname", id="attr"
+            ["inspect", "{model}", "nickname=x"],
+            "Error: Account has no unique attribute or constraint named nickname",
+            id="attr",
         ),
         pytest.param(["inspect", "{model}", "email"], "Error: expected NAME=VALUE, got 'email'", id="pair"),
     ],
@@ -225,14 +230,17 @@ def test_errors__missing_table_and_unreachable_endpoint(
     # No retries: botocore would back off for seconds before giving up on a refused connection.
     model = f"{_write_module(tmp_path, 'no-such-table', retries=0)}:Account"
     missing = CliRunner().invoke(cli, ["audit", model])
-    assert (missing.exit_code, missing.output) == (2, "Error: table not found at AWS region us-east-1: no-such-table\n")
+    assert (missing.exit_code, missing.output) == (2, "Error: table not found in AWS region us-east-1: no-such-table\n")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
     unreachable = CliRunner().invoke(cli, ["inspect", model, "email=a@b.c", "--endpoint", endpoint])
     assert unreachable.exit_code == 2
-    assert unreachable.output.startswith(f"Error: cannot reach DynamoDB at {endpoint}: ")
+    assert unreachable.output == (
+        f"Error: cannot connect to DynamoDB at {endpoint} (region us-east-1): is a server listening there? "
+        "(--endpoint-url sets it)\n"
+    )
     assert len(unreachable.output.splitlines()) == 1
 
 
