@@ -10,6 +10,7 @@ settles (a taken value, an existing record) leave, the rest are packed again and
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -28,7 +29,7 @@ from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWri
 from ._pynamodb import connection as model_connection
 from ._pynamodb import serialized_key
 from ._requests import build_request
-from ._send import RETRY_ATTEMPTS, derive_token, error_code, retrying
+from ._send import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS, error_code, retrying
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, Violation
 
 _M = TypeVar("_M", bound=Model)
@@ -72,6 +73,17 @@ class _Record:
     #: Set when the record was found stored exactly as it would be written: its next send checks
     #: it still holds its unique values (this ConditionCheck) instead of putting it, and puts its locks.
     check: dict[str, Any] | None = None
+    #: Its next send's items as canonical JSON: the chunk's size and token are computed from it.
+    body: str = ""
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute :attr:`body` after the record's next send changed."""
+        checks, puts = self.sent()
+        sent = [*(("check", item) for _, item in checks), *(("put", item) for _, item in puts)]
+        self.body = json.dumps(sent, sort_keys=True, default=repr)
 
     def sent(self) -> tuple[list[tuple[PlanAction, dict[str, Any]]], list[tuple[PlanAction, dict[str, Any]]]]:
         """(ConditionChecks, Puts) of this record's next send, each with the action it stands for."""
@@ -97,9 +109,13 @@ class _Chunk:
 
     @property
     def token(self) -> str:
-        """The ClientRequestToken: a digest of the items as sent (36 characters, DynamoDB's limit)."""
-        sent = [*({"ConditionCheck": c} for c in self.checks), *({"Put": p} for p in self.puts)]
-        return derive_token(TOKEN_BASE, 0, sent)
+        """The ClientRequestToken: a digest of the records as sent (36 characters, DynamoDB's limit).
+
+        The request is a function of its records' items in order, so the same records give the
+        same token, and any other request another one.
+        """
+        digest = hashlib.sha256("\x1e".join([TOKEN_BASE, *(r.body for r in self.records)]).encode())
+        return digest.hexdigest()[:MAX_TOKEN_LENGTH]
 
 
 class _Cancelled(Exception):
@@ -112,6 +128,8 @@ class _Cancelled(Exception):
 
 
 _SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
+#: The attribute types that are sets or may hold one.
+_NESTED: Final = _SET_TYPES | {"M", "L"}
 
 
 def _canonical(value: Any) -> Any:
@@ -122,6 +140,8 @@ def _canonical(value: Any) -> Any:
     when the import runs again.
     """
     if isinstance(value, dict):
+        if all(isinstance(v, dict) and v.keys().isdisjoint(_NESTED) for v in value.values()):
+            return value  # An item of scalar attributes (the usual record): nothing to sort.
         return {
             k: sorted(v, key=repr) if k in _SET_TYPES and isinstance(v, list) else _canonical(v)
             for k, v in value.items()
@@ -240,7 +260,7 @@ def _pack(records: Iterable[_Record]) -> list[_Chunk]:
     puts: list[tuple[_Record, PlanAction]] = []
     for record in records:
         record_checks, record_puts = record.sent()
-        body = len(json.dumps([item for _, item in (*record_checks, *record_puts)], default=repr))
+        body = len(record.body)  # JSON escapes what is not ASCII: characters are bytes, at least.
         if current is None or (
             len(current.checks) + len(current.puts) + record.size > MAX_TRANSACTION_ACTIONS
             or size + body > MAX_TRANSACTION_BYTES
@@ -334,6 +354,7 @@ class _Outcomes:
                     self.saved[record.index] = record  # Stored exactly so, and it takes no lock.
                 else:
                     record.check = _check(record)
+                    record.refresh()
                     again.append(record)
             elif taken:
                 assert record.context is not None  # noqa: S101 - only lock puts are taken.
