@@ -98,14 +98,25 @@ class _Record:
         return len(self.items)
 
 
+#: One item of a chunk: its record, the action it stands for, the request item.
+_Sent = tuple[_Record, PlanAction, dict[str, Any]]
+
+
 @dataclass
 class _Chunk:
-    """One TransactWriteItems: whole records, condition checks sent first, then Puts."""
+    """One TransactWriteItems of whole records."""
 
     records: list[_Record]
-    checks: list[dict[str, Any]]
-    puts: list[dict[str, Any]]
-    slots: list[tuple[_Record, PlanAction]]
+
+    def sent(self) -> tuple[list[_Sent], list[_Sent]]:
+        """Its ConditionChecks and its Puts, each with its record and the action it stands for.
+
+        PynamoDB sends every ConditionCheck, then every Put: ``CancellationReasons`` follow the two
+        lists one after the other.
+        """
+        records = [(r, r.sent()) for r in self.records]
+        checks = [(r, action, item) for r, (sent, _) in records for action, item in sent]
+        return checks, [(r, action, item) for r, (_, sent) in records for action, item in sent]
 
     @property
     def token(self) -> str:
@@ -119,7 +130,7 @@ class _Chunk:
 
 
 class _Cancelled(Exception):
-    """A chunk was cancelled by a failed condition; ``reasons[i]`` belongs to ``slots[i]``."""
+    """A chunk was cancelled by a failed condition; ``reasons`` follow the chunk's checks, then its Puts."""
 
     def __init__(self, reasons: list[CancellationReason | None], cause: TransactWriteError) -> None:
         super().__init__("chunk cancelled")
@@ -238,7 +249,8 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
             raise InvalidUniqueValue(msg)
         keys.add(key)
         puts = [(a, item) for a, item in zip(record.actions, record.items, strict=True) if isinstance(a, LockPut)]
-        taken = [(a, claimed[_lock_table(record), a.key]) for a, _ in puts if (_lock_table(record), a.key) in claimed]
+        table = _lock_table(record) if puts else ""
+        taken = [(a, claimed[table, a.key]) for a, _ in puts if (table, a.key) in claimed]
         if taken:
             assert record.context is not None  # noqa: S101 - only records with locks take values.
             # What save() would report once the first record holds the value: its lock as the owner.
@@ -246,7 +258,7 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
             losers[index] = [violation(record.context, record.instance, f) for f in found]
             continue
         for action, item in puts:
-            claimed[_lock_table(record), action.key] = item["Item"]
+            claimed[table, action.key] = item["Item"]
         records.append(record)
     return records, losers
 
@@ -254,26 +266,14 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
 def _pack(records: Iterable[_Record]) -> list[_Chunk]:
     """Whole records, in order, into chunks of at most 100 actions and under 4 MB."""
     chunks: list[_Chunk] = []
-    current: _Chunk | None = None
-    size = 0
-    checks: list[tuple[_Record, PlanAction]] = []
-    puts: list[tuple[_Record, PlanAction]] = []
+    actions = size = 0
     for record in records:
-        record_checks, record_puts = record.sent()
         body = len(record.body)  # JSON escapes what is not ASCII: characters are bytes, at least.
-        if current is None or (
-            len(current.checks) + len(current.puts) + record.size > MAX_TRANSACTION_ACTIONS
-            or size + body > MAX_TRANSACTION_BYTES
-        ):
-            current, size, checks, puts = _Chunk([], [], [], []), 0, [], []
-            chunks.append(current)
-        current.records.append(record)
-        current.checks.extend(item for _, item in record_checks)
-        current.puts.extend(item for _, item in record_puts)
-        checks.extend((record, action) for action, _ in record_checks)
-        puts.extend((record, action) for action, _ in record_puts)
-        # Sent as PynamoDB groups them: every ConditionCheck, then every Put.
-        current.slots = checks + puts
+        if not chunks or actions + record.size > MAX_TRANSACTION_ACTIONS or size + body > MAX_TRANSACTION_BYTES:
+            chunks.append(_Chunk([]))
+            actions = size = 0
+        chunks[-1].records.append(record)
+        actions += record.size
         size += body
     return chunks
 
@@ -287,10 +287,11 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
     token = chunk.token
+    checks, puts = ([item for _, _, item in group] for group in chunk.sent())
 
     def call() -> Any:
         try:
-            return connection.transact_write_items(chunk.checks, [], chunk.puts, [], client_request_token=token)
+            return connection.transact_write_items(checks, [], puts, [], client_request_token=token)
         except TransactWriteError as exc:
             code = error_code(exc)
             if code == "IdempotentParameterMismatchException":
@@ -333,9 +334,11 @@ class _Outcomes:
         Raises:
             TransactWriteError: the chunk failed, and no record of it is why.
         """
+        checks, puts = chunk.sent()
+        sent = checks + puts
         ours = {id(r): frozenset({r.owner}) for r in chunk.records}
-        findings = interpret([(action, ours[id(r)]) for r, action in chunk.slots], cancelled.reasons)
-        owners = {id(action): r for r, action in chunk.slots}
+        findings = interpret([(action, ours[id(r)]) for r, action, _ in sent], cancelled.reasons)
+        owners = {id(action): r for r, action, _ in sent}
         found: dict[int, list[Finding]] = {}
         for finding in findings:
             found.setdefault(id(owners[id(finding.action)]), []).append(finding)

@@ -253,6 +253,37 @@ def test_bulk__record_already_stored_as_given__saved_once_its_locks_are_checked(
     assert_invariant(accounts)
 
 
+def test_bulk__stored_record_changes_before_its_check__existing(backend: Backend, accounts: type[Account]) -> None:
+    """A record found stored as given, then changed before the check of its values: existing, its locks its own."""
+    accounts(pk="P0001", email="p1@x.io", username="p1").save()
+    events = accounts._get_connection().connection.client.meta.events
+    sends = [0]
+
+    def change_first(model: Any, **_: Any) -> None:
+        sends[0] += 1
+        if model.name == "TransactWriteItems" and sends[0] == 2:
+            # The resend that checks P0001 is about to leave: another writer changes its email.
+            stored = accounts.get("P0001", "PROFILE")
+            stored.email = "moved@x.io"
+            stored.save()
+
+    with RequestCounter(accounts) as counter:
+        events.register_last("before-call.dynamodb", change_first, unique_id="bulk-change")
+        try:
+            people = _people(accounts, 3)
+            result = bulk_save(people, max_workers=1)
+        finally:
+            events.unregister("before-call.dynamodb", unique_id="bulk-change")
+    assert (result.saved, result.existing, result.violations) == ((people[0], people[2]), (people[1],), ())
+    transactions = _transactions(counter)
+    # The first chunk, the resend checking P0001 (recorded before the change it let in), the change, the rest.
+    assert len(transactions) == 4
+    assert [next(iter(e)) for e in transactions[1]] == ["ConditionCheck"] + ["Put"] * 8
+    assert _record_keys(transactions[3]) == ["P0000", "P0002"]
+    assert accounts.get("P0001", "PROFILE").email == "moved@x.io"
+    assert_invariant(accounts)
+
+
 def test_bulk__run_again__same_result_nothing_written_twice(backend: Backend, accounts: type[Account]) -> None:
     """The same import run twice: the same outcome for every instance, and the table as after the first run."""
     accounts(pk="H", email="taken@x.io").save()
