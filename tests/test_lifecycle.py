@@ -109,7 +109,7 @@ def test_create__compound__collides_only_when_all_parts_match(accounts: type[Acc
         ("acme", "home"),
         ("A", "PROFILE"),
     )
-    assert str(violation) == "tenant, slug ('acme', 'home') is already taken"
+    assert str(violation) == "the combination of tenant 'acme' and slug 'home' is already taken"
     assert_invariant(accounts)
 
 
