@@ -51,7 +51,9 @@ def check_writes(instance: Typed) -> None:
     assert_type(Typed.unique_owner(email="x"), tuple[Any, ...] | None)
     assert_type(list(Typed.scan()), list[Typed])
     assert_type(next(Typed.query("p")), Typed)
-    with TransactWrite(connection=Typed._get_connection().connection) as tx:
+    assert_type(instance.validate_unique(), None)
+    assert_type(instance.validate_unique(exclude=("email",)), None)
+    with TransactWrite() as tx:
         tx.save(instance)
         tx.update(instance, actions=[Typed.email.set("y")])
 
@@ -65,6 +67,10 @@ def test_types__errors_carry_typed_context() -> None:
     error = UniqueViolation([violation])
     assert_type(error.violations, tuple[Violation, ...])
     assert_type(error.attributes, tuple[str, ...])
+    assert_type(violation.message, str)
+    assert_type(violation.code, str)
+    assert_type(error.field_errors(), dict[str, list[str]])
+    assert error.field_errors() == {"email": ["email 'e' is already taken"]}
     assert isinstance(error, UniqueError)
     assert str(error) == "email 'e' is already taken"
     assert sorted(pynamodb_unique.__all__) == pynamodb_unique.__all__
