@@ -11,6 +11,7 @@ from ._audit import Problem as Problem
 from ._audit import audit as audit
 from ._bulk import BulkResult as BulkResult
 from ._bulk import bulk_save as bulk_save
+from ._constraint import Former as Former
 from ._constraint import UniqueAttribute as UniqueAttribute
 from ._constraint import UniqueConstraint as UniqueConstraint
 from ._explain import Explanation as Explanation
@@ -48,6 +49,7 @@ __all__ = [
     "Explanation",
     "Fix",
     "ForeignLock",
+    "Former",
     "IdempotencyMismatch",
     "InvalidUniqueValue",
     "LockInfo",

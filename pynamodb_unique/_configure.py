@@ -53,7 +53,11 @@ def _traced(cls: type[Model], constraint: Constraint) -> Constraint:
     # A condition may fail on an empty instance; what it read until then still counts.
     with contextlib.suppress(Exception):
         constraint.condition(instantiator(cls)({}, read))
-    return dataclasses.replace(constraint, condition_attributes=tuple(sorted(read)))
+    traced = tuple(sorted(read))
+    former = constraint.former
+    if former is not None:
+        former = dataclasses.replace(former, condition_attributes=traced)
+    return dataclasses.replace(constraint, condition_attributes=traced, former=former)
 
 
 def configure(cls: type[Model]) -> Planner | None:
@@ -91,10 +95,16 @@ def configure(cls: type[Model]) -> Planner | None:
     if clash:
         msg = f"{model}: attribute names {clash} are reserved for lock items"
         raise UniqueConfigError(msg)
-    # The largest write releases one lock and takes one per constraint, besides the record.
-    if 1 + 2 * len(constraints) > MAX_TRANSACTION_ACTIONS:
+    # The largest write releases one lock and takes one per lock a record holds, besides the
+    # record: one per constraint, two for a constraint that keeps its former form (a migration).
+    forms = len(constraints) + sum(1 for c in constraints if c.former is not None)
+    if 1 + 2 * forms > MAX_TRANSACTION_ACTIONS:
         limit = (MAX_TRANSACTION_ACTIONS - 1) // 2
-        msg = f"{model}: {len(constraints)} unique constraints; at most {limit} fit one TransactWriteItems"
+        former = f" ({forms} locks with their former forms)" if forms > len(constraints) else ""
+        msg = (
+            f"{model}: {len(constraints)} unique constraints{former}; at most {limit} locks per record fit "
+            "one TransactWriteItems"
+        )
         raise UniqueConfigError(msg)
     traced = tuple(_traced(cls, c) for c in constraints)
     return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)

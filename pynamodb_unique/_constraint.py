@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,56 @@ Condition = Callable[[Any], Any]
 SecretSource = Callable[[], bytes]
 
 
+class _Same:
+    """The value of a :class:`Former` field left out: the former form is as the current one."""
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+
+#: A :class:`Former` field left out: "as now".
+SAME: Final = _Same()
+
+
+@dataclass(frozen=True, init=False)
+class Former:
+    """The previous form of a constraint, kept during a migration (expand, migrate, contract).
+
+    While a constraint declares ``former=``, every write takes, moves and releases the locks of
+    both forms in one transaction (the former form only where its key differs), a value held by
+    another record under either form is refused, and ``audit`` counts the locks of both forms as
+    valid. ``migrate()`` then creates the current-form locks records written before are missing.
+
+    Every field left out is "as now".
+
+    Args:
+        name: the constraint's previous name in lock keys (a rename).
+        normalize: the previous normalizer (``None``: values were used as they are), or for a
+            compound constraint a mapping ``{attribute_name: callable}``.
+        hashed: whether lock keys held an HMAC of the value.
+        secret: the previous HMAC key of a hashed constraint (bytes, or a callable returning
+            bytes): a rotation of ``Meta.unique_secret``.
+    """
+
+    name: str | _Same
+    normalize: Normalizer | Mapping[str, Normalizer] | _Same | None
+    hashed: bool | _Same
+    secret: bytes | Callable[[], bytes] | _Same
+
+    def __init__(
+        self,
+        *,
+        name: str | _Same = SAME,
+        normalize: Normalizer | Mapping[str, Normalizer] | _Same | None = SAME,
+        hashed: bool | _Same = SAME,
+        secret: bytes | Callable[[], bytes] | _Same = SAME,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "normalize", normalize)
+        object.__setattr__(self, "hashed", hashed)
+        object.__setattr__(self, "secret", secret)
+
+
 @dataclass(frozen=True)
 class _UniqueSpec:
     name: str | None
@@ -44,6 +95,7 @@ class _UniqueSpec:
     hashed: bool
     message: str | None = None
     code: str = DEFAULT_CODE
+    former: Former | None = None
 
 
 def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
@@ -54,6 +106,7 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
     hashed: bool = False,
     message: str | None = None,
     code: str = DEFAULT_CODE,
+    former: Former | None = None,
 ) -> _A:
     """Mark a PynamoDB attribute unique and return it unchanged.
 
@@ -72,10 +125,12 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
             registered"``); checked when the class is defined. Default: ``email 'ada@x.io' is
             already taken``.
         code: the violation's code, for clients that translate or branch on it.
+        former: the constraint's previous form during a migration (``Former(normalize=None)``):
+            writes keep the locks of both forms until it is removed.
     """
     # The type is checked when the class is defined, where the attribute's name is known.
     # object.__setattr__: a MapAttribute would store an ordinary attribute among its values.
-    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code))
+    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code, former))
     return attribute
 
 
@@ -100,6 +155,8 @@ class UniqueConstraint:
             constraint has one attribute; checked when the class is defined. Default: ``the
             combination of tenant 'acme' and slug 'home' is already taken``.
         code: the violation's code, for clients that translate or branch on it.
+        former: the constraint's previous form during a migration (``Former(name="OLD")``):
+            writes keep the locks of both forms until it is removed.
     """
 
     attribute_names: tuple[str, ...]
@@ -110,6 +167,7 @@ class UniqueConstraint:
     hashed: bool
     message: str | None
     code: str
+    former: Former | None
 
     def __init__(
         self,
@@ -121,6 +179,7 @@ class UniqueConstraint:
         hashed: bool = False,
         message: str | None = None,
         code: str = DEFAULT_CODE,
+        former: Former | None = None,
     ) -> None:
         object.__setattr__(self, "attribute_names", tuple(attribute_names))
         object.__setattr__(self, "name", name)
@@ -132,6 +191,7 @@ class UniqueConstraint:
         object.__setattr__(self, "hashed", hashed)
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "code", code)
+        object.__setattr__(self, "former", former)
 
 
 @dataclass(frozen=True)
@@ -148,6 +208,8 @@ class Constraint:
         secret: the HMAC key source of a hashed constraint, or None.
         message: the violation message template (checked), or None for the default sentence.
         code: the violation code.
+        former: the constraint's previous form during a migration, resolved as a constraint of
+            its own (its name, normalizers and secret compute the former-form keys), or None.
     """
 
     name: str
@@ -161,6 +223,7 @@ class Constraint:
     origin: object = field(default=None, repr=False, compare=False)
     message: str | None = field(default=None, repr=False, compare=False)
     code: str = field(default=DEFAULT_CODE, compare=False)
+    former: Constraint | None = field(default=None, repr=False, compare=False)
 
     @property
     def hashed(self) -> bool:
@@ -257,15 +320,20 @@ def _check_name(model: str, name: str) -> None:
         raise UniqueConfigError(msg)
 
 
-def _normalizers(model: str, uc: UniqueConstraint) -> tuple[Normalizer | None, ...]:
-    normalize = uc.normalize
+def _normalizers(
+    model: str, names: tuple[str, ...], normalize: Normalizer | Mapping[str, Normalizer] | None
+) -> tuple[Normalizer | None, ...]:
     if normalize is None or callable(normalize):
-        return tuple(normalize for _ in uc.attribute_names)
-    unknown = set(normalize) - set(uc.attribute_names)
-    if unknown:
-        msg = f"{model}: normalize names {sorted(unknown)} not in constraint {uc.attribute_names}"
+        return tuple(normalize for _ in names)
+    given: object = normalize  # Checked: a user's declaration, whatever its annotation says.
+    if not isinstance(given, Mapping):
+        msg = f"{model}: normalize must be a callable or a mapping of attribute names to callables, got {given!r}"
         raise UniqueConfigError(msg)
-    return tuple(normalize.get(a) for a in uc.attribute_names)
+    unknown = set(normalize) - set(names)
+    if unknown:
+        msg = f"{model}: normalize names {sorted(unknown)} not in constraint {names}"
+        raise UniqueConfigError(msg)
+    return tuple(normalize.get(a) for a in names)
 
 
 def resolve_constraints(
@@ -296,6 +364,7 @@ def resolve_constraints(
                 hashed=spec.hashed,
                 message=spec.message,
                 code=spec.code,
+                former=spec.former,
             )
             found.append((uc, f"UniqueAttribute {attr_name!r}", spec))
         _refuse_nested(model, attr_name, attribute, set())
@@ -309,20 +378,81 @@ def resolve_constraints(
                 raise UniqueConfigError(msg)
             found.append((uc, f"UniqueConstraint{uc.attribute_names!r}", uc))
 
-    resolved = [
-        _resolve_one(model, attributes, uc, where, _secret_source(model, secret, uc), origin)
-        for uc, where, origin in found
-    ]
+    resolved = []
+    for uc, where, origin in found:
+        current = _resolve_one(model, attributes, uc, where, _secret_source(model, secret, hashed=uc.hashed), origin)
+        former = _resolve_former(model, where, uc, current, secret)
+        resolved.append(current if former is None else dataclasses.replace(current, former=former))
     names = [c.name for c in resolved]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         msg = f"{model}: unique constraint names must be distinct; repeated: {duplicates}"
         raise UniqueConfigError(msg)
+    # A former form keeps its own namespace, or its constraint's: never another constraint's.
+    for c in resolved:
+        others = {n for o in resolved if o is not c for n in (o.name, *((o.former.name,) if o.former else ()))}
+        if c.former is not None and c.former.name in others:
+            msg = f"{model}: the former name {c.former.name!r} of {c.name} is another constraint's namespace"
+            raise UniqueConfigError(msg)
     return tuple(resolved)
 
 
-def _secret_source(model: str, secret: object, uc: UniqueConstraint) -> SecretSource | None:
-    if not uc.hashed:
+def _resolve_former(
+    model: str, where: str, uc: UniqueConstraint, current: Constraint, secret: object
+) -> Constraint | None:
+    """The former form of a constraint, resolved as a constraint of its own (None: none declared).
+
+    Raises:
+        UniqueConfigError: ``former`` is not a :class:`Former`, changes nothing, or names a bad
+            name, normalizer or secret.
+    """
+    given: object = uc.former  # Checked: a user's declaration, whatever its annotation says.
+    if given is None:
+        return None
+    if not isinstance(given, Former):
+        msg = f"{model}: {where}: former= must be a pynamodb_unique.Former(...), got {given!r}"
+        raise UniqueConfigError(msg)
+    former = given
+    if all(value is SAME for value in (former.name, former.normalize, former.hashed, former.secret)):
+        msg = f"{model}: {where}: Former() changes nothing; say what differed (name=, normalize=, hashed=, secret=)"
+        raise UniqueConfigError(msg)
+    name = current.name
+    given_name: object = former.name
+    if not isinstance(given_name, _Same):
+        if not isinstance(given_name, str):
+            msg = f"{model}: {where}: Former(name=) must be a string, got {given_name!r}"
+            raise UniqueConfigError(msg)
+        name = given_name
+        _check_name(model, name)
+    normalizers = current.normalizers
+    if not isinstance(former.normalize, _Same):
+        normalizers = _normalizers(f"{model}: {where}: Former", current.attributes, former.normalize)
+    hashed = current.hashed if isinstance(former.hashed, _Same) else bool(former.hashed)
+    source: SecretSource | None = None
+    if not isinstance(former.secret, _Same):
+        if not hashed:
+            msg = f"{model}: {where}: Former(secret=) is the key of a hashed former form; it was not hashed"
+            raise UniqueConfigError(msg)
+        source = _secret_source(model, former.secret, hashed=True)
+    elif hashed:
+        source = current.secret or _secret_source(model, secret, hashed=True)
+    return Constraint(
+        name,
+        current.attributes,
+        normalizers,
+        current.model_attributes,
+        condition=current.condition,
+        condition_attributes=current.condition_attributes,
+        secret=source,
+        explicit=True,
+        origin=current.origin,
+        message=current.message,
+        code=current.code,
+    )
+
+
+def _secret_source(model: str, secret: object, *, hashed: bool) -> SecretSource | None:
+    if not hashed:
         return None
     if isinstance(secret, (bytes, bytearray)) and secret:
         key = bytes(secret)
@@ -386,7 +516,7 @@ def _resolve_one(
     return Constraint(
         name,
         uc.attribute_names,
-        _normalizers(model, uc),
+        _normalizers(model, uc.attribute_names, uc.normalize),
         tuple(model_attributes),
         condition=uc.condition,
         condition_attributes=uc.condition_attributes or (),

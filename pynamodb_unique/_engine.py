@@ -64,12 +64,18 @@ def interpret(
 ) -> list[Finding]:
     """Turn the actions as sent and DynamoDB's reasons, position by position, into findings.
 
+    A value taken under both forms of one constraint (during a migration) gives one ``taken``
+    finding per writing record: the first as sent (puts of the current form come first).
+
     Args:
         sent: each sent item's action and the owner keys counted as the writer's own (a lock
             already owned by one of them is no violation); None for an item not the library's.
         reasons: the cancellation reasons, in the order sent.
     """
     findings = []
+    # A value held under both forms of a constraint (a migration) is one violation: each record's
+    # constraint is reported once, by the first of its taken locks as sent.
+    taken: set[tuple[int, frozenset[OwnerKey]]] = set()
     for slot, reason in zip(sent, reasons, strict=False):
         if reason is None or reason.code != "ConditionalCheckFailed":
             continue
@@ -81,7 +87,9 @@ def interpret(
         if isinstance(action, RecordWrite):
             findings.append(Finding("record", action, item))
         elif isinstance(action, LockPut):
-            if lock_owner(item) not in ours:
+            reported = (id(action.constraint), ours)
+            if lock_owner(item) not in ours and reported not in taken:
+                taken.add(reported)
                 findings.append(Finding("taken", action, item))
         elif isinstance(action, LockRelease):
             findings.append(Finding("foreign", action, item))

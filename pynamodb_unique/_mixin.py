@@ -175,6 +175,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         Advisory, for forms that say "taken" before submit: the write remains the authority.
         Keyword arguments are the Python attribute names of one constraint, all its parts;
         values are normalized as on write (a partial constraint's condition is not applied).
+        While the constraint declares ``former=``, a value free under its current form is
+        looked up under its former form too (a second GetItem).
 
         Raises:
             InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
@@ -185,9 +187,15 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if context is None or constraint is None:
             msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
             raise InvalidUniqueValue(msg)
-        key = constraint.key(constraint.values(values))
-        if key is None:
-            return None
+        parts = constraint.values(values)
+        keys = [constraint.key(parts)]
+        if constraint.former is not None:
+            keys.append(constraint.former.key(parts))
         locks = context.locks()
-        data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
-        return context.decode_owner(lock_owner(data.get("Item")))
+        # The current form first; during a migration, the former form when the current is free.
+        for key in dict.fromkeys(k for k in keys if k is not None):
+            data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
+            owner = lock_owner(data.get("Item"))
+            if owner is not None:
+                return context.decode_owner(owner)
+        return None

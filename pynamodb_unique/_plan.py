@@ -122,12 +122,47 @@ class Guard:
         return found
 
 
+def former_slot(name: str) -> str:
+    """Where the former-form key of constraint ``name`` sits in a mapping of lock keys by constraint name.
+
+    Constraint names never contain ``#``, so a slot is never mistaken for a name.
+    """
+    return f"{name}#former"
+
+
+def slots(constraint: Constraint) -> tuple[tuple[str, bool], ...]:
+    """The slots of a constraint's locks in a mapping of lock keys: (slot, whether the former form)."""
+    if constraint.former is None:
+        return ((constraint.name, False),)
+    return (constraint.name, False), (former_slot(constraint.name), True)
+
+
+def _forms(keys: tuple[str | None, str | None]) -> dict[str, bool]:
+    """(current key, former key) as lock key -> whether the former form, without absent keys."""
+    return {key: i == 1 for i, key in enumerate(keys) if key is not None}
+
+
+class _LockAction:
+    """What every lock action has: its constraint, its key, and whether the key is of the former form."""
+
+    constraint: Constraint
+    key: str
+    former: bool
+
+    @property
+    def namespace(self) -> str:
+        """The name the lock item's key holds and records (the former name for a former-form lock)."""
+        former = self.constraint.former
+        return former.name if self.former and former is not None else self.constraint.name
+
+
 @dataclass(frozen=True)
-class LockPut:
+class LockPut(_LockAction):
     """Take a value: put its lock on condition that no lock exists, or that this record owns it.
 
     Accepting a lock this record already owns makes a resent write (after a lost response, on a
-    backend that ignores ClientRequestToken) succeed instead of colliding with itself.
+    backend that ignores ClientRequestToken) succeed instead of colliding with itself. During a
+    migration a record takes the lock of each form of the value (``former``: the previous form).
     """
 
     op: ClassVar[SentGroup] = "put"
@@ -135,20 +170,22 @@ class LockPut:
     constraint: Constraint
     values: tuple[Any, ...]
     key: str
+    former: bool = False
 
 
 @dataclass(frozen=True)
-class LockRelease:
+class LockRelease(_LockAction):
     """Give a value back: delete its lock on condition that this record owns it (or it is gone)."""
 
     op: ClassVar[SentGroup] = "delete"
 
     constraint: Constraint
     key: str
+    former: bool = False
 
 
 @dataclass(frozen=True)
-class LockNotOurs:
+class LockNotOurs(_LockAction):
     """Leave a value's lock alone, on condition that it is still not this record's.
 
     A release that failed because another record owns the lock is not retried; this check
@@ -159,6 +196,7 @@ class LockNotOurs:
 
     constraint: Constraint
     key: str
+    former: bool = False
 
 
 PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
@@ -275,25 +313,56 @@ class Planner:
         return holds
 
     def key(self, constraint: Constraint, values: Mapping[str, Any]) -> str | None:
-        """Lock key of one constraint (None: no lock) for a mapping of attribute values."""
+        """Lock key of one constraint's current form (None: no lock) for a mapping of attribute values."""
         key = constraint.key(constraint.values(values))
         return key if key is not None and self.applies(constraint, values) else None
+
+    def form_keys(self, constraint: Constraint, values: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """(current-form key, former-form key) of one constraint for a mapping of attribute values.
+
+        The former key is None without a former form, and when it equals the current key: a
+        transaction may not touch one item twice, and one lock serves both forms.
+        """
+        parts = constraint.values(values)
+        current = constraint.key(parts)
+        former = constraint.former.key(parts) if constraint.former is not None else None
+        if (current is None and former is None) or not self.applies(constraint, values):
+            return None, None
+        return current, None if former == current else former
 
     def covering(self, names: set[str]) -> Constraint | None:
         """The constraint whose attributes are exactly ``names`` (a lookup by value), or None."""
         return next((c for c in self.constraints if set(c.attributes) == names), None)
 
-    def held_key(self, constraint: Constraint, stored: Stored) -> str | None:
-        """The lock key a stored record holds for one constraint (known keys first; None: no lock)."""
+    def held_keys(self, constraint: Constraint, stored: Stored) -> tuple[str | None, str | None]:
+        """The (current, former) lock keys a stored record holds for one constraint (known keys first)."""
         if not stored.exists:
-            return None
+            return None, None
         if stored.keys is not None:
-            return stored.keys.get(constraint.name)
-        return self.key(constraint, stored.values)
+            return stored.keys.get(constraint.name), stored.keys.get(former_slot(constraint.name))
+        return self.form_keys(constraint, stored.values)
 
     def keys(self, values: Mapping[str, Any]) -> dict[str, str | None]:
-        """Lock key of each constraint (None: no lock) for a mapping of attribute values."""
-        return {c.name: self.key(c, values) for c in self.constraints}
+        """Lock key of each constraint (None: no lock) for a mapping of attribute values.
+
+        A constraint that keeps its former form (a migration) has a second entry, under
+        :func:`former_slot` of its name: the former-form key, None when it equals the current one.
+        """
+        keys: dict[str, str | None] = {}
+        for c in self.constraints:
+            current, former = self.form_keys(c, values)
+            keys[c.name] = current
+            if c.former is not None:
+                keys[former_slot(c.name)] = former
+        return keys
+
+    def locks(self, values: Mapping[str, Any]) -> dict[str, tuple[Constraint, bool]]:
+        """Every lock a record holding ``values`` holds: lock key -> (constraint, whether the former form)."""
+        held: dict[str, tuple[Constraint, bool]] = {}
+        for c in self.constraints:
+            for key, former in _forms(self.form_keys(c, values)).items():
+                held.setdefault(key, (c, former))
+        return held
 
     @cached_property
     def reads(self) -> tuple[tuple[Constraint, frozenset[str]], ...]:
@@ -362,21 +431,26 @@ class Planner:
         after: dict[str, str | None] | None = {}
         for c, reads in old_planner.reads:
             if changed is not None and changed.isdisjoint(reads):
-                # Unchanged: its key after the write is the one held, if known.
-                after = None if known is None or after is None else {**after, c.name: known.get(c.name)}
+                # Unchanged: its keys after the write are the ones held, if known.
+                if known is None or after is None:
+                    after = None
+                else:
+                    after.update((slot, known.get(slot)) for slot, _ in slots(c))
                 continue
-            old = old_planner.held_key(c, stored)
-            new = old_planner.key(c, desired)
+            old_keys = old_planner.held_keys(c, stored)
+            new_keys = old_planner.form_keys(c, desired)
             if after is not None:
-                after[c.name] = new
-            if old == new:
-                continue
-            if old is not None and old in not_ours:
-                checks.append(LockNotOurs(c, old))
-            elif old is not None:
-                releases.append(LockRelease(c, old))
-            if new is not None:
-                puts.append(LockPut(c, c.values(desired), new))
+                after.update((slot, key) for (slot, _), key in zip(slots(c), new_keys, strict=False))
+            # Each form's lock moves on its own; a key held before and after (in either form) stays.
+            old, new = _forms(old_keys), _forms(new_keys)
+            for key, former in old.items():
+                if key in new:
+                    continue
+                if key in not_ours:
+                    checks.append(LockNotOurs(c, key, former))
+                else:
+                    releases.append(LockRelease(c, key, former))
+            puts.extend(LockPut(c, c.values(desired), key, former) for key, former in new.items() if key not in old)
         guard = Guard(old_planner if stored.exists else self, stored)
         return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks), after)
 
@@ -385,12 +459,13 @@ class Planner:
     ) -> Plan:
         """Plan a write over a stored item of another class: its locks go, the new class's come."""
         old = stored.source or self
-        held = {key: c for c in old.constraints if (key := old.key(c, stored.values)) is not None}
-        wanted = {key: c for c in new.constraints if (key := new.key(c, desired)) is not None}
+        held = old.locks(stored.values)
+        wanted = new.locks(desired)
         kept = held.keys() & wanted.keys()
-        releases = tuple(LockRelease(c, k) for k, c in held.items() if k not in kept and k not in not_ours)
-        checks = tuple(LockNotOurs(c, k) for k, c in held.items() if k not in kept and k in not_ours)
-        puts = tuple(LockPut(c, c.values(desired), k) for k, c in wanted.items() if k not in kept)
+        gone = [(k, c, former) for k, (c, former) in held.items() if k not in kept]
+        releases = tuple(LockRelease(c, k, former) for k, c, former in gone if k not in not_ours)
+        checks = tuple(LockNotOurs(c, k, former) for k, c, former in gone if k in not_ours)
+        puts = tuple(LockPut(c, c.values(desired), k, f) for k, (c, f) in wanted.items() if k not in kept)
         return Plan(RecordWrite(op, Guard(old, stored)), releases, puts, stored, checks)
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
@@ -403,8 +478,8 @@ class Planner:
             before: Mapping[str, str | None] = {}
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
-        held = [(c, key) for c in old.constraints if (key := before.get(c.name)) is not None]
-        releases = tuple(LockRelease(c, key) for c, key in held if key not in not_ours)
-        checks = tuple(LockNotOurs(c, key) for c, key in held if key in not_ours)
+        held = [(c, key, former) for c in old.constraints for slot, former in slots(c) if (key := before.get(slot))]
+        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
+        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
         return Plan(RecordWrite("delete", guard), releases, (), stored, checks)

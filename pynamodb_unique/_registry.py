@@ -76,6 +76,12 @@ def constraints_of(model: type[Model]) -> tuple[Constraint, ...]:
     return planner.constraints if planner is not None else ()
 
 
+def namespaces_of(model: type[Model]) -> tuple[Constraint, ...]:
+    """Every form whose locks a model's writes keep: its constraints, then their former forms (a migration)."""
+    constraints = constraints_of(model)
+    return (*constraints, *(c.former for c in constraints if c.former is not None))
+
+
 def _related(a: type[Model], b: type[Model]) -> bool:
     return issubclass(a, b) or issubclass(b, a)
 
@@ -114,13 +120,13 @@ def register(model: type[Model]) -> None:
     """
     ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
-    mine = constraints_of(model)
+    mine = namespaces_of(model)
     with _mutex:
         _cache.clear()
         for key, other in _models.items():
             if key == ident or locks is None or lock_table_id(other) != locks:
                 continue
-            theirs = {c.name: c for c in constraints_of(other)}
+            theirs = {c.name: c for c in namespaces_of(other)}
             for constraint in mine:
                 if constraint.name in theirs:
                     _check(model, other, constraint, theirs[constraint.name])
@@ -182,9 +188,9 @@ def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
 
 
 def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
-    """The registered models keeping locks in ``model``'s lock table under any of ``names``."""
+    """The registered models keeping locks in ``model``'s lock table under any of ``names`` (former forms too)."""
     locks = lock_table_id(model)
-    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in constraints_of(m))]
+    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
 
 
 def item_filter(model: type[Model]) -> Any:

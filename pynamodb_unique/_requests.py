@@ -136,7 +136,7 @@ def lock_kwargs(
         previous_context = context_of(type(previous_owner))
         assert previous_context is not None  # noqa: S101 - transfers are between unique records.
         previous = previous_context.owner_fields(previous_owner)
-    return codec.put(action.key, owner, action.constraint.name, type(instance).__name__, previous)
+    return codec.put(action.key, owner, action.namespace, type(instance).__name__, previous)
 
 
 def build_request(

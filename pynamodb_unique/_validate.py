@@ -93,8 +93,9 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
     """Raise :class:`UniqueViolation` when a value the instance would lock is held by another record.
 
     Every lock the instance's write would take (values normalized, hashed constraints hashed, a
-    partial constraint only while its condition holds) is read with one strongly consistent
-    BatchGetItem; locks the record itself owns are free. Nothing is written.
+    partial constraint only while its condition holds, both forms of a constraint that declares
+    ``former=``) is read with one strongly consistent BatchGetItem; locks the record itself owns
+    are free. Each constraint is reported once. Nothing is written.
 
     Args:
         instance: a unique model's instance, as a form filled it in.
@@ -116,22 +117,23 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
     for constraint in planner.constraints:
         if not excluded.isdisjoint((*constraint.attributes, *constraint.condition_attributes)):
             continue
-        # The write's own computation: normalize, encode, hash, and the partial condition.
-        key = planner.key(constraint, values)
-        if key is not None:
-            wanted.append((constraint, key))
+        # The write's own computation: normalize, encode, hash, the partial condition, and the
+        # former form's key during a migration (the write takes both).
+        wanted.extend((constraint, key) for key in planner.form_keys(constraint, values) if key is not None)
     if not wanted:
         return
     found = read_locks(context.locks(), [key for _, key in wanted], attempts=context.retry_attempts)
     own: OwnerKey | None = None if context.key(instance)[0] is None else context.owner(instance)
     violations: list[Violation] = []
+    reported: set[str] = set()
     for constraint, key in wanted:
         item = found.get(key)
-        if item is None:
+        if item is None or constraint.name in reported:
             continue
         owner = lock_owner(item)
         if owner is not None and owner == own:
             continue
+        reported.add(constraint.name)
         violations.append(
             constraint.violation(
                 constraint.values(values), context.decode_owner(owner), instance, lock_owner_model(item)
