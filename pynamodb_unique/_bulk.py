@@ -20,7 +20,6 @@ from typing import Any, Final, Generic, TypeVar
 from pynamodb.attributes import VersionAttribute
 from pynamodb.connection import Connection
 from pynamodb.constants import ALL_OLD
-from pynamodb.exceptions import CancellationReason, TransactWriteError
 from pynamodb.models import Model
 
 from ._context import ModelContext, OwnerKey, context_of
@@ -29,8 +28,8 @@ from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWri
 from ._pynamodb import connection as model_connection
 from ._pynamodb import serialized_key
 from ._requests import build_request
-from ._send import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS, error_code, retrying
-from .exceptions import IdempotencyMismatch, InvalidUniqueValue, Violation
+from ._send import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS, WriteFailed, send_transaction
+from .exceptions import InvalidUniqueValue, Violation
 
 _M = TypeVar("_M", bound=Model)
 
@@ -107,6 +106,8 @@ class _Chunk:
     """One TransactWriteItems of whole records."""
 
     records: list[_Record]
+    #: Folded into the token with the records: the caller's ``run_id``, or none.
+    run_id: str = ""
 
     def sent(self) -> tuple[list[_Sent], list[_Sent]]:
         """Its ConditionChecks and its Puts, each with its record and the action it stands for.
@@ -125,17 +126,8 @@ class _Chunk:
         The request is a function of its records' items in order, so the same records give the
         same token, and any other request another one.
         """
-        digest = hashlib.sha256("\x1e".join([TOKEN_BASE, *(r.body for r in self.records)]).encode())
+        digest = hashlib.sha256("\x1e".join([TOKEN_BASE, self.run_id, *(r.body for r in self.records)]).encode())
         return digest.hexdigest()[:MAX_TOKEN_LENGTH]
-
-
-class _Cancelled(Exception):
-    """A chunk was cancelled by a failed condition; ``reasons`` follow the chunk's checks, then its Puts."""
-
-    def __init__(self, reasons: list[CancellationReason | None], cause: TransactWriteError) -> None:
-        super().__init__("chunk cancelled")
-        self.reasons = reasons
-        self.cause = cause
 
 
 _SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
@@ -263,14 +255,14 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
     return records, losers
 
 
-def _pack(records: Iterable[_Record]) -> list[_Chunk]:
+def _pack(records: Iterable[_Record], run_id: str) -> list[_Chunk]:
     """Whole records, in order, into chunks of at most 100 actions and under 4 MB."""
     chunks: list[_Chunk] = []
     actions = size = 0
     for record in records:
         body = len(record.body)  # JSON escapes what is not ASCII: characters are bytes, at least.
         if not chunks or actions + record.size > MAX_TRANSACTION_ACTIONS or size + body > MAX_TRANSACTION_BYTES:
-            chunks.append(_Chunk([]))
+            chunks.append(_Chunk([], run_id))
             actions = size = 0
         chunks[-1].records.append(record)
         actions += record.size
@@ -282,29 +274,12 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
     """Send one chunk, retrying conflicts and throttling with the same token, as ``send`` does.
 
     Raises:
-        _Cancelled: a condition failed.
+        WriteFailed: a condition failed; the reasons follow the chunk's checks, then its Puts.
         IdempotencyMismatch: the token was used for a different request.
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
-    token = chunk.token
     checks, puts = ([item for _, _, item in group] for group in chunk.sent())
-
-    def call() -> Any:
-        try:
-            return connection.transact_write_items(checks, [], puts, [], client_request_token=token)
-        except TransactWriteError as exc:
-            code = error_code(exc)
-            if code == "IdempotentParameterMismatchException":
-                msg = f"{IdempotencyMismatch.msg}: {exc.cause}"
-                raise IdempotencyMismatch(msg, exc) from exc
-            reasons = exc.cancellation_reasons
-            if code == "TransactionCanceledException" and any(
-                r is not None and r.code == "ConditionalCheckFailed" for r in reasons
-            ):
-                raise _Cancelled(reasons, exc) from exc
-            raise
-
-    retrying(call, attempts=attempts)
+    send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
 
 
 @dataclass
@@ -323,12 +298,12 @@ class _Outcomes:
         """
         try:
             sent.result()
-        except _Cancelled as cancelled:
+        except WriteFailed as cancelled:
             return self.settle(chunk, cancelled)
         self.saved.update((r.index, r) for r in chunk.records)
         return []
 
-    def settle(self, chunk: _Chunk, cancelled: _Cancelled) -> list[_Record]:
+    def settle(self, chunk: _Chunk, cancelled: WriteFailed) -> list[_Record]:
         """Read a cancelled chunk: settle the records it refused; return those to send again.
 
         Raises:
@@ -384,6 +359,7 @@ def bulk_save(
     *,
     max_workers: int = 4,
     progress: Callable[[int], object] | None = None,
+    run_id: str | None = None,
 ) -> BulkResult[_M]:
     """Create many new records with their locks, in concurrent TransactWriteItems.
 
@@ -402,6 +378,10 @@ def bulk_save(
         max_workers: threads sending chunks at once (at least 1).
         progress: called with the number of records each finished chunk settled (records refused
             before any request count first); the calls add up to the number of instances.
+        run_id: folded into every chunk's token. The same records always give the same tokens,
+            so importing records again within 10 minutes after deleting them would replay the
+            first import (DynamoDB answers success and writes nothing): give each import of
+            the same data its own ``run_id`` (and a rerun after a crash the same one).
 
     Returns:
         Where each instance went: saved, a violation, or an existing record left untouched. Saved
@@ -426,7 +406,7 @@ def bulk_save(
     if losers and progress is not None:
         progress(len(losers))
     if records:
-        _run(records, outcomes, max_workers, progress)
+        _run(records, outcomes, max_workers, progress, run_id or "")
     _done(outcomes)
     return BulkResult(
         saved=tuple(given[i] for i in sorted(outcomes.saved)),
@@ -436,7 +416,11 @@ def bulk_save(
 
 
 def _run(
-    records: list[_Record], outcomes: _Outcomes, max_workers: int, progress: Callable[[int], object] | None
+    records: list[_Record],
+    outcomes: _Outcomes,
+    max_workers: int,
+    progress: Callable[[int], object] | None,
+    run_id: str,
 ) -> None:
     """Send every chunk, re-packing what a cancelled chunk did not settle, until all are settled.
 
@@ -456,7 +440,7 @@ def _run(
             for chunk in chunks:
                 pending[pool.submit(_send_chunk, connection, chunk, attempts)] = chunk
 
-        submit(_pack(records))
+        submit(_pack(records, run_id))
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -473,7 +457,7 @@ def _run(
                         queued.cancel()
                     continue
                 if error is None:
-                    submit(_pack(again))
+                    submit(_pack(again, run_id))
     if error is not None:
         error.add_note(
             f"bulk_save: {len(outcomes.saved)} records were committed before this error; no instance was "

@@ -7,7 +7,7 @@ import json
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -114,18 +114,23 @@ class WriteFailed(Exception):
         self.cause = cause
 
 
+def _transact(connection: Connection, grouped: Mapping[str, list[dict[str, Any]]], token: str | None) -> dict[str, Any]:
+    """One TransactWriteItems of items grouped as PynamoDB sends them (``check``, ``delete``, ``put``, ``update``)."""
+    return connection.transact_write_items(
+        condition_check_items=grouped.get("check", []),
+        delete_items=grouped.get("delete", []),
+        put_items=grouped.get("put", []),
+        update_items=grouped.get("update", []),
+        client_request_token=token,
+    )
+
+
 def _dispatch(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
     if request.transactional:
         grouped: dict[str, list[dict[str, Any]]] = {"check": [], "delete": [], "put": [], "update": []}
         for action, item in zip(request.plan.sent(), request.items, strict=True):
             grouped[action.op].append(item)
-        return connection.transact_write_items(
-            condition_check_items=grouped["check"],
-            delete_items=grouped["delete"],
-            put_items=grouped["put"],
-            update_items=grouped["update"],
-            client_request_token=token,
-        )
+        return _transact(connection, grouped, token)
     try:
         return connection.dispatch(request.operation, dict(request.items[0]))
     except (BotoCoreError, ClientError) as exc:
@@ -235,6 +240,36 @@ def _send_once(connection: Connection, request: Request, token: str | None) -> d
         if reasons is not None:
             raise WriteFailed(reasons, exc) from exc
         raise
+
+
+def send_transaction(
+    connection: Connection,
+    grouped: Mapping[str, list[dict[str, Any]]],
+    token: str | None,
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+) -> dict[str, Any]:
+    """Send items already grouped as PynamoDB sends them, retrying as :func:`send` does.
+
+    For requests that are not one plan (``bulk_save``'s chunks): ``WriteFailed.reasons`` follow
+    the groups in the order ``check``, ``delete``, ``put``, ``update``.
+
+    Raises:
+        WriteFailed: a condition failed.
+        TransientError: conflicts or throttling outlasted ``attempts``.
+        IdempotencyMismatch: ``token`` was used for a different request.
+    """
+
+    def once() -> dict[str, Any]:
+        try:
+            return _transact(connection, grouped, token)
+        except TransactWriteError as exc:
+            reasons = _condition_reasons(exc)
+            if reasons is not None:
+                raise WriteFailed(reasons, exc) from exc
+            raise
+
+    return retrying(once, attempts=attempts)
 
 
 def send(

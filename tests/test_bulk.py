@@ -465,7 +465,7 @@ class Tagged(UniqueMixin, Model):
 
 tags = {{f"tag-{{n}}" for n in range(12)}}
 records, _ = _bulk._prepare([Tagged(pk="T", handle="t", tags=tags)])
-print(list(tags), _bulk._pack(records)[0].token)
+print(list(tags), _bulk._pack(records, "")[0].token)
 """
 
 
@@ -530,6 +530,25 @@ def test_bulk__crash_after_first_chunk__rerun_replays_it(dynoxide_endpoint: str)
     assert tokens[: len(first_tokens)] == first_tokens
     assert accounts.get("P0000", "PROFILE").bio == "edited after the crash"
     assert len(raw_items(accounts)) == 300
+    assert_invariant(accounts)
+
+
+@pytest.mark.integration
+def test_bulk__same_records_after_a_delete__a_new_run_id_writes_them(dynoxide_endpoint: str) -> None:
+    """Tokens follow the records: a second import of deleted records needs its own run_id to be written."""
+    accounts = bind_model(Account, Backend("dynoxide", dynoxide_endpoint))
+    with RequestCounter(accounts) as first_run:
+        bulk_save(_people(accounts, 5, bio="imported"), max_workers=1)
+    for person in _people(accounts, 5, bio="imported"):
+        person.delete()
+    assert raw_items(accounts) == []
+
+    people = _people(accounts, 5, bio="imported")
+    with RequestCounter(accounts) as second_run:
+        result = bulk_save(people, max_workers=1, run_id="import-2")
+    assert result.saved == tuple(people)
+    assert not set(_tokens(second_run)) & set(_tokens(first_run))
+    assert len(locks_and_records(accounts)[1]) == 5
     assert_invariant(accounts)
 
 

@@ -52,6 +52,8 @@ def check_writes(instance: Typed) -> None:
     assert_type(list(Typed.scan()), list[Typed])
     assert_type(next(Typed.query("p")), Typed)
     assert_type(instance.validate_unique(), None)
+    assert_type(pynamodb_unique.bulk_save([instance]), pynamodb_unique.BulkResult[Typed])
+    assert_type(pynamodb_unique.bulk_save([instance]).saved, tuple[Typed, ...])
     assert_type(instance.validate_unique(exclude=("email",)), None)
     with TransactWrite() as tx:
         tx.save(instance)
