@@ -104,8 +104,8 @@ def _show(samples: Sequence[float], digits: int = 0) -> str:
     return f"{statistics.median(samples):,.{digits}f} ({min(samples):,.{digits}f}-{max(samples):,.{digits}f})"
 
 
-def report_bulk(host: str, records: int = RECORDS, repeats: int = REPEATS) -> list[str]:
-    """Measure ``bulk_save`` against a loop of ``save()`` on ``host``; return the lines to print.
+def report_bulk(host: str, records: int = RECORDS, repeats: int = REPEATS) -> tuple[list[str], float]:
+    """Measure ``bulk_save`` against a loop of ``save()`` on ``host``: the lines to print, and the median ratio.
 
     Args:
         host: a DynamoDB-compatible endpoint (``http://127.0.0.1:PORT``).
@@ -126,13 +126,14 @@ def report_bulk(host: str, records: int = RECORDS, repeats: int = REPEATS) -> li
     ratios = [b / s for b, s in zip(rates[BULK], rates[LOOP], strict=True)]
     ratio = statistics.median(ratios)
     verdict = "met" if ratio >= TARGET else "NOT met"
-    return [
+    lines = [
         f"bulk import: {records:,} new records with 2 unique attributes (3 items each), "
         f"{repeats} alternating repetitions, median (min-max)",
         *(f"  {name}: {_show(rates[name])} records/s" for name in CONTENDERS),
         f"  {BULK} / {LOOP}: {ratio:.1f}x ({min(ratios):.1f}-{max(ratios):.1f})",
         f"target: bulk_save / save() loop >= {TARGET:.0f}x: {verdict} ({ratio:.1f}x)",
     ]
+    return lines, ratio
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION=REGION)  # noqa: S106
     os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     with _dynoxide.server() as host:
-        for line in report_bulk(host, args.records, args.repeats):
-            print(line)
+        lines, _ = report_bulk(host, args.records, args.repeats)
+        print("\n".join(lines))
     return 0
 
 

@@ -161,15 +161,17 @@ def build_request(
         locks: where the lock items live.
     """
     sent = plan.sent()
-    key = context.owner(instance)
-    fields = context.owner_fields(instance, key) if plan.transactional else None
+    # The owner key, serialized once: the lock items name it, a record delete is only the key.
+    transactional = plan.transactional
+    key = context.owner(instance) if transactional or plan.record.op == "delete" else None
+    fields = context.owner_fields(instance, key) if transactional else None
     items = [
         record_kwargs(instance, action, condition, actions, add_version_condition, key)
         if isinstance(action, RecordWrite)
         else lock_kwargs(context, instance, locks, action, owner=fields)
         for action in sent
     ]
-    if plan.transactional:
+    if transactional:
         return Request(plan, items, "TransactWriteItems")
     item = items[0]
     if plan.record.op == "update":
