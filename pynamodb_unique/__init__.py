@@ -8,6 +8,7 @@ from ._audit import ForeignLock as ForeignLock
 from ._audit import MissingLock as MissingLock
 from ._audit import OrphanedLock as OrphanedLock
 from ._audit import Problem as Problem
+from ._audit import RetiredLock as RetiredLock
 from ._audit import audit as audit
 from ._bulk import BulkResult as BulkResult
 from ._bulk import bulk_save as bulk_save
@@ -20,6 +21,9 @@ from ._explain import explain as explain
 from ._explain import inspect as inspect
 from ._locks import create_lock_table as create_lock_table
 from ._locks import is_lock_item as is_lock_item
+from ._migrate import Conflict as Conflict
+from ._migrate import MigrationReport as MigrationReport
+from ._migrate import migrate as migrate
 from ._mixin import UniqueMixin as UniqueMixin
 from ._repair import Fix as Fix
 from ._repair import RepairReport as RepairReport
@@ -45,6 +49,7 @@ __all__ = [
     "AuditReport",
     "BulkResult",
     "ConditionFailed",
+    "Conflict",
     "DuplicateValue",
     "Explanation",
     "Fix",
@@ -53,10 +58,12 @@ __all__ = [
     "IdempotencyMismatch",
     "InvalidUniqueValue",
     "LockInfo",
+    "MigrationReport",
     "MissingLock",
     "OrphanedLock",
     "Problem",
     "RepairReport",
+    "RetiredLock",
     "StaleWrite",
     "TransactWrite",
     "TransientError",
@@ -75,5 +82,6 @@ __all__ = [
     "explain",
     "inspect",
     "is_lock_item",
+    "migrate",
     "repair",
 ]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ._context import context_of
 from ._filters import matches
 from ._keys import LOCK_PREFIX
-from ._locks import LockTable, is_lock_item, lock_owner
+from ._locks import LockTable, is_lock_item, lock_owner, lock_owner_model
 from ._pynamodb import connection
 from ._registry import (
     TableId,
@@ -89,6 +89,8 @@ class Problem:
         audited: each involved record's unique values as the audit read them (None: the
             record does not exist); repair's conditions check that they are unchanged.
         models: the model class of each involved record that exists.
+        former: the value is held under a constraint's former form only (a migration in
+            progress: ``Former``), not under its current form.
     """
 
     kind: ClassVar[str] = "problem"
@@ -101,10 +103,16 @@ class Problem:
     holders: tuple[RecordKey, ...]
     audited: Mapping[RecordKey, Audited | None] = field(default_factory=dict, repr=False, compare=False)
     models: Mapping[RecordKey, Any] = field(default_factory=dict, repr=False, compare=False)
+    former: bool = False
+
+    @property
+    def _lock(self) -> str:
+        """The lock key, marked when it is of a former form."""
+        return f"{self.lock_key} (former form)" if self.former else self.lock_key
 
     def describe(self) -> str:
         """One line for a person."""
-        return f"{self.kind} {self.lock_key}"
+        return f"{self.kind} {self._lock}"
 
     def to_json(self) -> dict[str, Any]:
         """The problem as plain JSON types."""
@@ -115,6 +123,7 @@ class Problem:
             "lock_key": self.lock_key,
             "owner": None if self.owner is None else [jsonable(p) for p in self.owner],
             "holders": [[jsonable(p) for p in holder] for holder in self.holders],
+            "former": self.former,
         }
 
 
@@ -142,7 +151,7 @@ class MissingLock(Problem):
 
     def describe(self) -> str:
         """One line for a person."""
-        return f"missing lock {self.lock_key}: held by {show_key(self.holders[0])}"
+        return f"missing lock {self._lock}: held by {show_key(self.holders[0])}"
 
 
 @dataclass(frozen=True)
@@ -155,7 +164,7 @@ class ForeignLock(Problem):
     def describe(self) -> str:
         """One line for a person."""
         owner = "no owner" if self.owner is None else show_key(self.owner)
-        return f"foreign lock {self.lock_key}: owned by {owner}, held by {show_key(self.holders[0])}"
+        return f"foreign lock {self._lock}: owned by {owner}, held by {show_key(self.holders[0])}"
 
 
 @dataclass(frozen=True)
@@ -168,10 +177,28 @@ class DuplicateValue(Problem):
         """One line for a person."""
         holders = ", ".join(show_key(h) for h in self.holders)
         lock = "no lock" if self.owner is None else f"lock owned by {show_key(self.owner)}"
-        return f"duplicate value {self.lock_key}: held by {holders}; {lock}"
+        return f"duplicate value {self._lock}: held by {holders}; {lock}"
 
 
-PROBLEM_TYPES: tuple[type[Problem], ...] = (OrphanedLock, MissingLock, ForeignLock, DuplicateValue)
+@dataclass(frozen=True)
+class RetiredLock(Problem):
+    """A lock of a constraint name the model no longer declares, owned by one of its records.
+
+    What a rename leaves once its ``Former(name=...)`` is removed (or a constraint dropped):
+    the lock protects nothing. Told apart from another model's locks by the owner model each
+    lock records (``uniq_owner_model``), so no ``unique_item_filter`` is needed for it.
+    """
+
+    kind: ClassVar[str] = "retired"
+    fixable: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        """One line for a person."""
+        owner = "no owner" if self.owner is None else f"owner {show_key(self.owner)}"
+        return f"retired lock {self.lock_key}: {self.constraint} is no longer declared ({owner})"
+
+
+PROBLEM_TYPES: tuple[type[Problem], ...] = (OrphanedLock, MissingLock, ForeignLock, DuplicateValue, RetiredLock)
 
 
 @dataclass(frozen=True)
@@ -182,7 +209,8 @@ class AuditReport:
         model: the model's class name.
         table: the model's table.
         lock_table: the table holding its locks (the same one unless ``Meta.unique_lock_table``).
-        constraints: the model's constraint names, in declaration order.
+        constraints: the namespaces audited: the model's constraint names in declaration order,
+            then the names of former forms still declared, then retired names found.
         scanned: items read, in both tables.
         records: records of the model read.
         locks: lock items of the model's constraints read.
@@ -283,9 +311,13 @@ class _Scope:
         self.model = model
         audited = [m for m in family(model) if issubclass(m, model)] or [model]
         ordered = [c for m in audited for c in constraints_of(m)]
-        self.names = list(dict.fromkeys(c.name for c in ordered))
+        # Former forms' namespaces (a migration in progress) are audited as the constraints' own.
+        formers = [c.former.name for c in ordered if c.former is not None]
+        self.names = list(dict.fromkeys([*(c.name for c in ordered), *formers]))
         if not self.names:
             unique_planner(model)  # Raises: nothing to audit.
+        #: Class names of the audited models: a lock recording one of them as its owner model is theirs.
+        self.model_names = {m.__name__ for m in audited}
         names = set(self.names)
         members: set[type[Any]] = {m for m in declaring(model, names) if constraints_of(m)}
         members.update(m for m in audited if constraints_of(m))
@@ -364,9 +396,26 @@ class _Collector:
         self.holders: dict[str, RecordKey] = {}
         self.more_holders: dict[str, list[RecordKey]] = {}
         self.locks: dict[str, RecordKey | None] = {}
+        #: Lock keys some record holds under a constraint's current form (the others: former only).
+        self.current: set[str] = set()
+        #: Locks of namespaces no audited model declares any more, owned by an audited model's records.
+        self.retired: dict[str, RecordKey | None] = {}
+        self._alive: dict[str, bool] = {}
 
-    def _lock_entry(self, item: dict[str, Any]) -> tuple[str, RecordKey | None] | str | None:
-        """(lock key, owner) of a lock of the audited namespaces; another lock's constraint name."""
+    def _declared(self, name: str) -> bool:
+        """Whether a registered model keeps locks in this lock table under ``name`` (cached)."""
+        alive = self._alive.get(name)
+        if alive is None:
+            alive = self._alive[name] = bool(declaring(self.scope.model, {name}))
+        return alive
+
+    def _lock_entry(self, item: dict[str, Any]) -> tuple[str, str, RecordKey | None] | str | None:
+        """("lock" or "retired", lock key, owner) of a lock of this audit; another model's lock's constraint name.
+
+        A lock of a namespace no registered model declares, whose owner model is an audited one,
+        is retired (a renamed or dropped constraint); any other lock outside the audited
+        namespaces is another model's.
+        """
         locks = self.lock_table
         lock_key = item.get(locks.hash_name, {}).get("S")
         if not isinstance(lock_key, str) or not lock_key.startswith(LOCK_PREFIX):
@@ -374,19 +423,28 @@ class _Collector:
         if locks.range_name is not None and item.get(locks.range_name, {}).get("S") != locks.range_value:
             return None
         name = constraint_name(lock_key)
-        if name not in self.names:
-            return name  # Another model's lock.
-        return lock_key, lock_owner(item)
+        if name in self.names:
+            return "lock", lock_key, lock_owner(item)
+        if lock_owner_model(item) in self.scope.model_names and not self._declared(name):
+            return "retired", lock_key, lock_owner(item)
+        return name  # Another model's lock.
 
     def _record_entry(
         self, model: type[UniqueMixin], item: dict[str, Any]
-    ) -> tuple[RecordKey, type[UniqueMixin], tuple[Any, ...], dict[str, str | None]]:
-        """(key, model, unique values, lock keys) of a record, as the library itself computes them."""
+    ) -> tuple[RecordKey, type[UniqueMixin], tuple[Any, ...], list[tuple[str, str, bool]]]:
+        """(key, model, unique values, locks) of a record, as the library itself computes them.
+
+        Each lock is (namespace, lock key, whether of a former form): during a migration a
+        record holds the locks of both forms of a constraint.
+        """
         try:
             context = context_of(model)
             assert context is not None  # noqa: S101 - audited models keep locks.
             owner, values = context.read_record(item)
-            return owner, model, tuple(values.values()), context.planner.keys(values)
+            held = [
+                (c.form(former=former).name, key, former) for key, (c, former) in context.planner.locks(values).items()
+            ]
+            return owner, model, tuple(values.values()), held
         except Exception as exc:
             meta = connection(model).get_meta_table()
             key = {name: item.get(name) for name in (meta.hash_keyname, meta.range_keyname) if name}
@@ -395,7 +453,8 @@ class _Collector:
 
     def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
         """Sort one page of a records ``table`` and/or of the lock table (``locks``)."""
-        found_locks = []
+        found_locks: list[tuple[str, RecordKey | None]] = []
+        found_retired: list[tuple[str, RecordKey | None]] = []
         found_records = []
         strangers: set[str] = set()
         for item in items:
@@ -410,17 +469,23 @@ class _Collector:
                 if isinstance(entry, str):
                     strangers.add(entry)
                 elif entry is not None:
-                    found_locks.append(entry)
+                    kind, lock_key, owner = entry
+                    (found_locks if kind == "lock" else found_retired).append((lock_key, owner))
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
                 found_records.append(self._record_entry(model, item))
         with self.mutex:
             self.scanned += len(items)
             self.foreign_lock_names |= strangers
             self.locks.update(found_locks)
-            for key, model, values, lock_keys in found_records:
+            self.retired.update(found_retired)
+            for key, model, values, held in found_records:
                 self.records[key] = (model, values)
-                for name, lock_key in lock_keys.items():
-                    if lock_key is not None and name in self.names and self.holders.setdefault(lock_key, key) != key:
+                for namespace, lock_key, former in held:
+                    if namespace not in self.names:
+                        continue
+                    if not former:
+                        self.current.add(lock_key)
+                    if self.holders.setdefault(lock_key, key) != key:
                         self.more_holders.setdefault(lock_key, []).append(key)
 
     def _audited(self, key: RecordKey) -> Audited | None:
@@ -432,8 +497,9 @@ class _Collector:
         return dict(zip(planner.unique_names if planner is not None else (), values, strict=True))
 
     def _constraint(self, key: RecordKey, name: str) -> Constraint:
+        """The constraint of a record's model whose current or former form is namespace ``name``."""
         model = self.records[key][0]
-        return next(c for c in constraints_of(model) if c.name == name)
+        return next(c for c in constraints_of(model) for former in (False, True) if c.form(former=former).name == name)
 
     def _problem(self, kind: type[Problem], lock_key: str, holder: RecordKey, owner: RecordKey | None) -> Problem:
         """One problem of a held value, with what repair needs of each record involved."""
@@ -443,7 +509,20 @@ class _Collector:
         audited = {key: self._audited(key) for key in involved}
         models = {key: self.records[key][0] for key in involved if key in self.records}
         values = self._constraint(holders[0], name).values(audited[holders[0]] or {})
-        return kind(name, lock_key, values, owner, holders, audited, models)
+        former = lock_key not in self.current
+        return kind(name, lock_key, values, owner, holders, audited, models, former=former)
+
+    def _unheld(self, kind: type[Problem], lock_key: str, owner: RecordKey | None) -> Problem:
+        """A problem of a lock no record holds the value of (orphaned or retired), with its owner as audited."""
+        audited = {} if owner is None else {owner: self._audited(owner)}
+        models = {owner: self.records[owner][0]} if owner in self.records else {}
+        return kind(constraint_name(lock_key), lock_key, None, owner, (), audited, models)
+
+    @property
+    def names_found(self) -> list[str]:
+        """The audited namespaces, then the retired ones found (sorted)."""
+        retired = sorted({constraint_name(k) for k in self.retired} - self.names)
+        return [*self.scope.names, *retired]
 
     def problems(self) -> list[Problem]:
         """Compare live values with locks, once the scan is complete."""
@@ -461,12 +540,9 @@ class _Collector:
             else:
                 continue  # The usual case: the value's lock names its one holder.
             found.append(self._problem(kind, lock_key, holder, None if owner is _NO_LOCK else owner))
-        for lock_key, owner in self.locks.items():
-            if lock_key not in self.holders:
-                audited = {} if owner is None else {owner: self._audited(owner)}
-                models = {owner: self.records[owner][0]} if owner in self.records else {}
-                found.append(OrphanedLock(constraint_name(lock_key), lock_key, None, owner, (), audited, models))
-        order = {name: i for i, name in enumerate(self.scope.names)}
+        found.extend(self._unheld(OrphanedLock, k, owner) for k, owner in self.locks.items() if k not in self.holders)
+        found.extend(self._unheld(RetiredLock, k, owner) for k, owner in self.retired.items())
+        order = {name: i for i, name in enumerate(self.names_found)}
         kinds = {kind.kind: i for i, kind in enumerate(PROBLEM_TYPES)}
         found.sort(key=lambda p: (order[p.constraint], kinds[p.kind], p.lock_key))
         return found
@@ -525,7 +601,7 @@ def audit(
         model=model.__name__,
         table=table.table_name,
         lock_table=locks.table_name,
-        constraints=tuple(scope.names),
+        constraints=tuple(collector.names_found),
         scanned=collector.scanned,
         records=len(collector.records),
         locks=len(collector.locks),

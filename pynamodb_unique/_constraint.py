@@ -230,6 +230,10 @@ class Constraint:
         """Whether lock keys hold an HMAC of the value instead of the value."""
         return self.secret is not None
 
+    def form(self, *, former: bool) -> Constraint:
+        """The form a lock is of: this constraint, or its former form (whose name the lock's key holds)."""
+        return self.former if former and self.former is not None else self
+
     def describe(self, values: tuple[Any, ...]) -> str:
         """The message of a violation of this constraint by ``values`` (as given, not normalized)."""
         return describe(self.message, self.name, self.attributes, values, hashed=self.hashed)

@@ -152,8 +152,7 @@ class _LockAction:
     @property
     def namespace(self) -> str:
         """The name the lock item's key holds and records (the former name for a former-form lock)."""
-        former = self.constraint.former
-        return former.name if self.former and former is not None else self.constraint.name
+        return self.constraint.form(former=self.former).name
 
 
 @dataclass(frozen=True)

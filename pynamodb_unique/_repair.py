@@ -26,6 +26,7 @@ from ._audit import (
     OrphanedLock,
     Problem,
     RecordKey,
+    RetiredLock,
     audit,
     unique_planner,
 )
@@ -122,7 +123,7 @@ class _Write:
         return "; ".join(changed) or "a condition failed"
 
 
-class _Fixer:
+class Fixer:
     """Builds and sends the fixes of one model's problems (records of every model in its namespaces)."""
 
     def __init__(self, model: type[UniqueMixin]) -> None:
@@ -140,7 +141,7 @@ class _Fixer:
         types = meta.get_attribute_type
         return tuple(types(name) for name in (meta.hash_keyname, meta.range_keyname) if name)
 
-    def _model(self, problem: Problem, key: RecordKey) -> type[Any]:
+    def model_of(self, problem: Problem, key: RecordKey) -> type[Any]:
         """The model of an involved record: as audited, else the audited model."""
         model: type[Any] = problem.models.get(key, self.model)
         return model
@@ -155,7 +156,7 @@ class _Fixer:
 
     def record_check(self, problem: Problem, key: RecordKey) -> dict[str, Any] | None:
         """ConditionCheck: the record is as audited (None: a key no record of the model can have)."""
-        model = self._model(problem, key)
+        model = self.model_of(problem, key)
         if len(key) != len(self._key_types(model)):
             return None
         audited = problem.audited.get(key)
@@ -174,7 +175,7 @@ class _Fixer:
         """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
         if owner is None:
             return None
-        model = self._model(problem, owner)
+        model = self.model_of(problem, owner)
         fields = {OWNER_HASH: self._typed(model, 0, owner[0])}
         if len(owner) > 1:
             fields[OWNER_RANGE] = self._typed(model, 1, owner[1])
@@ -184,13 +185,18 @@ class _Fixer:
         """Give the lock to ``holder`` when it is absent (``ABSENT``) or names exactly ``expected``."""
         fields = self.owner_fields(problem, holder)
         assert fields is not None  # noqa: S101 - a holder is a record key.
-        model = self._model(problem, holder).__name__
+        model = self.model_of(problem, holder).__name__
         return self.locks.codec.put_if(problem.lock_key, fields, problem.constraint, model, expected)
 
     def plan(self, problem: Problem) -> tuple[FixAction, _Write | None]:
         """The fix of one problem, or ``none``."""
         write = _Write()
         owner = problem.owner
+        if isinstance(problem, RetiredLock):
+            # The namespace is no longer declared: whatever its owner holds, the lock protects nothing.
+            delete = self.locks.codec.delete_if(problem.lock_key, self.owner_fields(problem, owner))
+            write.add("delete", delete, "the lock changed")
+            return "delete", write
         if isinstance(problem, OrphanedLock):
             if owner is not None:
                 write.add("check", self.record_check(problem, owner), "the owner record changed")
@@ -246,7 +252,7 @@ def _fix(
     if (report.model, report.table) != (model.__name__, table):
         msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
         raise ValueError(msg)
-    fixer = _Fixer(model)
+    fixer = Fixer(model)
 
     def fix(problem: Problem) -> Fix:
         action, write = fixer.plan(problem) if isinstance(problem, only) else ("none", None)
@@ -283,7 +289,9 @@ def repair(
       still holds the value;
     - a foreign lock moves to the record holding the value, on condition that the lock's owner
       fields are unchanged and both records are still as audited;
-    - a value held by more than one record is left for a person: no holder gets it.
+    - a value held by more than one record is left for a person: no holder gets it;
+    - a retired lock (of a constraint name the model no longer declares, after a rename) is
+      deleted, on condition that its owner fields are unchanged.
 
     Args:
         model: the audited ``UniqueMixin`` model.
@@ -301,7 +309,7 @@ def repair(
             than a failed condition.
     """
     report = report if report is not None else audit(model)
-    fixable = (OrphanedLock, MissingLock, ForeignLock)
+    fixable = (OrphanedLock, MissingLock, ForeignLock, RetiredLock)
     return _fix(model, report, apply=apply, only=fixable, left_reason="", workers=1, progress=progress)
 
 

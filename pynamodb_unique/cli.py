@@ -42,7 +42,7 @@ from pynamodb.attributes import Attribute
 from pynamodb.constants import BINARY, BINARY_SET, BOOLEAN, LIST, MAP, NUMBER, NUMBER_SET, STRING, STRING_SET
 from pynamodb.exceptions import PynamoDBException
 
-from ._audit import PROBLEM_TYPES, AuditReport, MissingLock, Problem, audit, jsonable
+from ._audit import PROBLEM_TYPES, AuditReport, MissingLock, Problem, RetiredLock, audit, jsonable
 from ._context import context_of
 from ._explain import explain, inspect
 from ._mixin import UniqueMixin
@@ -336,10 +336,12 @@ def _print_counts(report: AuditReport) -> None:
     rows = dict(counts)
     if len(counts) > 1:
         rows["total"] = {kind.kind: sum(c[kind.kind] for c in counts.values()) for kind in PROBLEM_TYPES}
+    # Retired locks exist only after a constraint was renamed or dropped: their column only then.
+    kinds = [k for k in PROBLEM_TYPES if k is not RetiredLock or any(isinstance(p, k) for p in report.problems)]
     width = max(len("constraint"), *(len(name) for name in rows))
-    click.echo(f"{'constraint':<{width}}  " + "  ".join(f"{kind.kind:>9}" for kind in PROBLEM_TYPES))
+    click.echo(f"{'constraint':<{width}}  " + "  ".join(f"{kind.kind:>9}" for kind in kinds))
     for name, row in rows.items():
-        click.echo(f"{name:<{width}}  " + "  ".join(f"{row[kind.kind]:>9}" for kind in PROBLEM_TYPES))
+        click.echo(f"{name:<{width}}  " + "  ".join(f"{row[kind.kind]:>9}" for kind in kinds))
 
 
 def _print_audit(report: AuditReport, output: Output) -> None:

@@ -103,7 +103,7 @@ def test_audit__segments_give_the_same_report(damaged: type[Account]) -> None:
 
 
 def test_audit__json_lists_only_the_problems(damaged: type[Account]) -> None:
-    """The JSON document carries each problem's constraint, values, lock key, owner and holders."""
+    """The JSON document carries each problem's constraint, values, lock key, owner, holders and form."""
     document = audit(damaged).to_json()
     problems = {(p["kind"], p["lock_key"]): p for p in document["problems"]}
     assert set(problems) == EXPECTED
@@ -114,6 +114,7 @@ def test_audit__json_lists_only_the_problems(damaged: type[Account]) -> None:
         "lock_key": "UNIQ#HANDLE#grace",
         "owner": list(GHOST),
         "holders": [list(GRACE)],
+        "former": False,
     }
 
 

@@ -175,8 +175,20 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "problems",
     }
     assert document["constraints"] == ["EMAIL", "HANDLE", "TENANT_SLUG"]
-    assert document["counts"]["EMAIL"] == {"orphaned": 1, "missing": 1 + LEGACY, "foreign": 0, "duplicate": 1}
-    assert document["counts"]["TENANT_SLUG"] == {"orphaned": 0, "missing": 0, "foreign": 0, "duplicate": 0}
+    assert document["counts"]["EMAIL"] == {
+        "orphaned": 1,
+        "missing": 1 + LEGACY,
+        "foreign": 0,
+        "duplicate": 1,
+        "retired": 0,
+    }
+    assert document["counts"]["TENANT_SLUG"] == {
+        "orphaned": 0,
+        "missing": 0,
+        "foreign": 0,
+        "duplicate": 0,
+        "retired": 0,
+    }
     assert document["clean"] is False
     assert len(document["problems"]) == PROBLEMS
     assert {(p["kind"], p["lock_key"]) for p in document["problems"]} >= EXPECTED
@@ -200,6 +212,7 @@ def test_repair_command__json_document(legacy: tuple[Any, list[str]]) -> None:
             "lock_key": "UNIQ#HANDLE#grace",
             "owner": ["ACCT#dead00", "PROFILE"],
             "holders": [["ACCT#0b7e21", "PROFILE"]],
+            "former": False,
         },
         "action": "move",
         "outcome": "planned",
