@@ -1,7 +1,7 @@
-"""The ``pynamodb-unique`` command: audit, repair, backfill, explain and inspect a model's locks.
+"""The ``pynamodb-unique`` command: audit, repair, backfill, migrate, explain and inspect a model's locks.
 
-A thin shell over :func:`audit`, :func:`repair`, :func:`backfill`, :func:`explain` and
-:func:`inspect`; it needs the ``cli`` extra (``pip install 'pynamodb-unique[cli]'``).
+A thin shell over :func:`audit`, :func:`repair`, :func:`backfill`, :func:`migrate`, :func:`explain`
+and :func:`inspect`; it needs the ``cli`` extra (``pip install 'pynamodb-unique[cli]'``).
 Exit status: 0 when nothing is wrong (or nothing is left to fix), 1 when problems are found or
 remain, 2 for usage and configuration errors.
 """
@@ -45,6 +45,7 @@ from pynamodb.exceptions import PynamoDBException
 from ._audit import PROBLEM_TYPES, AuditReport, MissingLock, Problem, RetiredLock, audit, jsonable
 from ._context import context_of
 from ._explain import explain, inspect
+from ._migrate import MigrationReport, complete
 from ._mixin import UniqueMixin
 from ._pynamodb import connection, forget_connection
 from ._registry import constraints_of, declaring, table_neighbours
@@ -610,6 +611,84 @@ def backfill_command(
         output,
         lambda update: backfill(model, report, segments=segments, progress=update),
     )
+
+
+def _migration_last_line(report: MigrationReport) -> str:
+    outcomes = [fix.outcome for fix in report.fixes]
+    conflicts = len(report.conflicts)
+    parts = [f"{conflicts} conflict{'s' * (conflicts != 1)}"] if conflicts else []
+    if outcomes.count("skipped"):
+        parts.append(f"{outcomes.count('skipped')} not created")
+    if report.left:
+        parts.append(f"{len(report.left)} left for repair")
+    if not report.applied and "planned" in outcomes:
+        planned = outcomes.count("planned")
+        todo = ", ".join([f"{planned} lock{'s' * (planned != 1)} to create", *parts])
+        return f"dry run, nothing written: {todo}; run again with --apply to write"
+    if report.done:
+        return f"done: {report.created} created; every record holds its current-form locks"
+    return f"not done: {', '.join([f'{report.created} created', *parts])}; resolve them, then run migrate again"
+
+
+def _print_migration(report: MigrationReport, output: Output) -> None:
+    if output.json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    if not output.quiet:
+        click.echo(f"{report.model} in {report.table}: {report.records} records, {report.scanned} items scanned")
+        click.echo(f"current-form locks missing: {report.missing}, created: {report.created}")
+        lines = [c.describe() for c in report.conflicts]
+        lines += [fix.describe() for fix in report.fixes if fix.outcome == "skipped"]
+        lines += [f"left: {p.describe()} (run repair)" for p in report.left]
+        _echo_limited(lines, output.limit, ("line", "lines"))
+    click.echo(_migration_last_line(report))
+
+
+@cli.command("migrate")
+@_model_arg
+@_connection_options
+@_scan_options
+@_output_options
+@click.option("--apply", is_flag=True, help="Create the missing locks (without it: a dry run that writes nothing).")
+def migrate_command(
+    model_path: str,
+    endpoint_url: str | None,
+    region: str | None,
+    profile: str | None,
+    segments: int,
+    max_rate: float | None,
+    as_json: bool,
+    quiet: bool,
+    limit: int | None,
+    show_all: bool,
+    apply: bool,
+) -> None:
+    """Give every record its current-form locks after a constraint changed: a dry run unless --apply.
+
+    Run it once every writer runs the model with former= (or declaring a constraint added to a
+    table with records). One scan; each missing lock is put on condition that it is free or the
+    record's own, checked against the record, so it is safe to interrupt and re-run while the
+    application writes. Records whose values collide under the current form get no lock and are
+    listed as conflicts: a person decides. Exit status 0 when every record holds its current-form
+    locks and no conflict is left.
+
+    \b
+    Example:
+      pynamodb-unique migrate myapp.models:Account                       # what would change
+      pynamodb-unique migrate myapp.models:Account --apply --segments 8
+    """  # noqa: D301 - "\b" keeps click from rewrapping the example.
+    output = _output(as_json, quiet, limit, show_all)
+    model = load_model(model_path, endpoint_url, region=region, profile=profile)
+    report = _audit(model, segments, max_rate, output)
+    missing = sum(1 for p in report.problems if isinstance(p, MissingLock) and not p.former) if apply else 0
+    update, close = _progress("migrate", total=missing, show=output.progress and bool(missing))
+    try:
+        with _errors(model):
+            result = complete(model, report, apply=apply, workers=segments, progress=update)
+    finally:
+        close()
+    _print_migration(result, output)
+    _exit(result.done)
 
 
 # Values typed on the command line or given as JSON.

@@ -48,7 +48,7 @@ class Account(UniqueMixin, Model):
     bio = UnicodeAttribute(null=True)
 '''
 
-SUBCOMMANDS = ["audit", "repair", "backfill", "explain", "inspect"]
+SUBCOMMANDS = ["audit", "repair", "backfill", "migrate", "explain", "inspect"]
 
 
 def _write_module(directory: Path, table: str, *, retries: int = 3) -> str:
