@@ -9,6 +9,7 @@ clash, refused when the second class is defined.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,7 +32,9 @@ TableId = str | None
 _mutex = threading.Lock()
 # (module, qualified name, table at definition) -> model. A class defined again under the same
 # module and qualified name for the same table (a reload, a test) replaces its earlier registration.
-_models: dict[tuple[str, str, TableId], type[Model]] = {}
+# Held weakly: a model class nothing else uses any more (a test's, a reloaded module's) goes, and
+# with it its connection and botocore client.
+_models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
 
@@ -49,7 +52,19 @@ def lock_table_id(model: type[Model]) -> TableId:
 
 def _registered() -> list[type[Model]]:
     with _mutex:
-        return list(_models.values())
+        return [model for _, model in _live()]
+
+
+def _live() -> list[tuple[tuple[str, str, TableId], type[Model]]]:
+    """The registered models still alive, by registration key (the mutex held); forget the others."""
+    alive = []
+    for key, ref in list(_models.items()):
+        model = ref()
+        if model is None:
+            del _models[key]
+        else:
+            alive.append((key, model))
+    return alive
 
 
 def _cached(question: str, model: type[Model], answer: Any) -> bool:
@@ -123,14 +138,14 @@ def register(model: type[Model]) -> None:
     mine = namespaces_of(model)
     with _mutex:
         _cache.clear()
-        for key, other in _models.items():
+        for key, other in _live():
             if key == ident or locks is None or lock_table_id(other) != locks:
                 continue
             theirs = {c.name: c for c in namespaces_of(other)}
             for constraint in mine:
                 if constraint.name in theirs:
                     _check(model, other, constraint, theirs[constraint.name])
-        _models[ident] = model
+        _models[ident] = weakref.ref(model)
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:

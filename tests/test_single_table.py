@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from pynamodb_unique import (
     is_lock_item,
     repair,
 )
+from pynamodb_unique._registry import _registered
 
 
 def _locks(model: type[Model]) -> dict[str, tuple[str, str]]:
@@ -288,3 +291,26 @@ def test_families__filters__each_audited_apart(backend: Backend) -> None:
     _delete_raw(models["Animal"], "UNIQ#NAME#rex", "LOCK")
     assert backfill(models["Dog"]).clean
     assert _locks(models["Animal"])["UNIQ#NAME#rex"] == ("D1", "Dog")
+
+
+def test_registry__a_model_nothing_uses__is_forgotten() -> None:
+    """The registry holds models weakly: a class defined and dropped (a test's) takes its client with it."""
+
+    def define() -> type[Model]:
+        class Passing(UniqueMixin, Model):
+            class Meta:
+                table_name = "passing-by"
+                region = "us-east-1"
+
+            pk = UnicodeAttribute(hash_key=True)
+            email = UniqueAttribute(UnicodeAttribute())
+
+        return Passing
+
+    model = define()
+    assert model in _registered()
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None
+    assert all(m.Meta.table_name != "passing-by" for m in _registered())
