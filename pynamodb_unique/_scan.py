@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,8 @@ from typing import Any, Final
 
 from pynamodb.connection import TableConnection
 from pynamodb.pagination import PageIterator
+
+HTTP_OK: Final = 200
 
 #: DynamoDB's limit on TotalSegments of a parallel scan.
 MAX_SEGMENTS: Final = 1_000_000
@@ -61,6 +64,10 @@ def scan_pages(
     stop = threading.Event()
     rate = max_rate / segments if max_rate is not None else None
 
+    def fetch(pages: PageIterator[dict[str, Any]]) -> dict[str, Any] | None:
+        _raw_items.active = True
+        return next(pages, None)
+
     def read(segment: int) -> None:
         kwargs: dict[str, Any] = {"consistent_read": True}
         if segments > 1:
@@ -70,20 +77,54 @@ def scan_pages(
         # work on the items (the fetching thread waits on the network without holding the GIL).
         try:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="uniq-scan-fetch") as fetcher:
-                fetching = fetcher.submit(next, pages, None)
+                fetching = fetcher.submit(fetch, pages)
                 while (page := fetching.result()) is not None:
                     if stop.is_set():
                         return
-                    fetching = fetcher.submit(next, pages, None)
+                    fetching = fetcher.submit(fetch, pages)
                     on_page(page.get("Items", []))
         except BaseException:
             stop.set()
             raise
 
-    if segments == 1:
-        read(0)
+    events = connection.connection.client.meta.events
+    events.register(_PARSE_EVENT, _take_raw_items, unique_id=_HANDLER_ID)
+    try:
+        if segments == 1:
+            read(0)
+            return
+        with ThreadPoolExecutor(max_workers=segments, thread_name_prefix="uniq-scan") as pool:
+            futures = [pool.submit(read, segment) for segment in range(segments)]
+            for future in futures:
+                future.result()
+    finally:
+        events.unregister(_PARSE_EVENT, unique_id=_HANDLER_ID)
+
+
+# botocore reads a Scan's response by walking its JSON against the operation's model, value by
+# value: most of the client's time in a scan. Its items are DynamoDB JSON already, which is what
+# the scan's readers take, so the fetching threads take them as json.loads gives them and let
+# botocore read the rest of the page. A page with binary values is left to botocore (it decodes
+# their base64), and so is every other thread's request on the same client.
+_PARSE_EVENT: Final = "before-parse.dynamodb.Scan"
+_HANDLER_ID: Final = "pynamodb-unique-scan-items"
+_BINARY: Final = (b'"B"', b'"BS"')
+_raw_items = threading.local()
+
+
+def _take_raw_items(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """The ``before-parse`` hook: a scan page's items straight from its JSON (see above)."""
+    body = response_dict.get("body")
+    if (
+        not getattr(_raw_items, "active", False)
+        or response_dict.get("status_code") != HTTP_OK
+        or not isinstance(body, bytes)
+        or any(marker in body for marker in _BINARY)
+    ):
         return
-    with ThreadPoolExecutor(max_workers=segments, thread_name_prefix="uniq-scan") as pool:
-        futures = [pool.submit(read, segment) for segment in range(segments)]
-        for future in futures:
-            future.result()
+    page = json.loads(body)
+    items = page.pop("Items", None)
+    if items is None:
+        return
+    customized_response_dict["Items"] = items
+    response_dict["body"] = json.dumps(page).encode()
