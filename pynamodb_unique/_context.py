@@ -114,8 +114,10 @@ class ModelContext:
             instance: the record.
             owner: its owner key, when already computed (:meth:`owner`).
         """
-        if owner is None:
-            owner = self.owner(instance)
+        return self.fields_of(owner if owner is not None else self.owner(instance))
+
+    def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
+        """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
         fields = {OWNER_HASH: {self.attributes[self.hash_name].attr_type: owner[0]}}
         if self.range_name is not None:
             fields[OWNER_RANGE] = {self.attributes[self.range_name].attr_type: owner[1]}
@@ -160,8 +162,10 @@ class ModelContext:
             instance: the record.
             owner: its owner key, when already computed (:meth:`owner`).
         """
-        if owner is None:
-            owner = self.owner(instance)
+        return self.key_of(owner if owner is not None else self.owner(instance))
+
+    def key_of(self, owner: OwnerKey) -> dict[str, Any]:
+        """One of this model's record keys (as lock items store it) as DynamoDB JSON."""
         hash_attribute = self.attributes[self.hash_name]
         item = {hash_attribute.attr_name: {hash_attribute.attr_type: owner[0]}}
         if self.range_name is not None:

@@ -35,9 +35,10 @@ from ._audit import (
 )
 from ._context import context_of
 from ._locks import lock_owner
-from ._plan import MAX_TRANSACTION_ACTIONS
+from ._plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from ._pynamodb import connection
 from ._repair import Fix, Fixer
+from ._requests import guard_condition
 from ._send import retrying
 
 if TYPE_CHECKING:
@@ -203,21 +204,27 @@ class _Migrator:
         return stored.exists and problem.lock_key in planner.locks(stored.values)
 
     def records(self, missing: Sequence[MissingLock]) -> list[_Record]:
-        """The missing locks grouped by their record: one ConditionCheck per record in a transaction."""
+        """The missing locks grouped by their record: one ConditionCheck per record in a transaction.
+
+        The check is the record's compare-and-swap on the values scanned (its expression text
+        compiled once per shape, as the writes' guards are); each Put accepts a lock that is free
+        or already the record's: a resend after a lost response, or a write that gave the record
+        its lock meanwhile, is no conflict.
+        """
         by_holder: dict[RecordKey, _Record] = {}
+        codec = self.fixer.locks.codec
         for problem in missing:
             (holder,) = problem.holders
+            model = self.fixer.model_of(problem, holder)
+            context = context_of(model)
+            assert context is not None  # noqa: S101 - audited records are of unique models.
             record = by_holder.get(holder)
             if record is None:
-                check = self.fixer.record_check(problem, holder)
-                assert check is not None  # noqa: S101 - a holder is a record of its model.
+                scanned = Stored(exists=True, values=problem.audited.get(holder) or {})
+                condition = guard_condition(Guard(context.planner, scanned))
+                check = {"TableName": context.table_name, "Key": context.key_of(holder), **condition}
                 record = by_holder[holder] = _Record(holder, check, [])
-            fields = self.fixer.owner_fields(problem, holder)
-            assert fields is not None  # noqa: S101 - a holder is a record key.
-            owner_model = self.fixer.model_of(problem, holder).__name__
-            # Free, or already this record's: a resend after a lost response, or a writer that
-            # gave the record its lock meanwhile, is no conflict.
-            put = self.fixer.locks.codec.put(problem.lock_key, fields, problem.constraint, owner_model)
+            put = codec.put(problem.lock_key, context.fields_of(holder), problem.constraint, model.__name__)
             record.puts.append((problem, put))
         return list(by_holder.values())
 

@@ -55,18 +55,27 @@ def _guarded(instance: Model, op: RecordOp, guard: Guard, owner: OwnerKey | None
             "Key": context.key_item(instance, owner),
             RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
         }
-    shape = (op, *guard.shape())
+    return {**kwargs, **guard_condition(guard)}
+
+
+def guard_condition(guard: Guard) -> dict[str, Any]:
+    """A guard's condition as request arguments (none when it checks nothing), its text compiled once per shape.
+
+    Returns:
+        ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
+        ``ExpressionAttributeValues``, as PynamoDB's builders give them for the same condition.
+    """
+    shape = guard.shape()
     text = _GUARD_TEXT.get(shape)
     if text is None:
         condition = guard.condition()
         if condition is None:
-            return kwargs
+            return {}
         names: dict[str, str] = {}
         expression = condition.serialize(names, {})
         text = _GUARD_TEXT[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
     expression, names = text
-    kwargs["ConditionExpression"] = expression
-    kwargs["ExpressionAttributeNames"] = dict(names)
+    kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
     values = guard.values()
     if values:
         kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(values)}
