@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from _backends import Backend, bind_model
+from _invariant import assert_invariant
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.connection import TableConnection
 from pynamodb.exceptions import CancellationReason
@@ -13,6 +14,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import (
     Former,
+    TransactWrite,
     UniqueAttribute,
     UniqueConfigError,
     UniqueConstraint,
@@ -361,3 +363,24 @@ def test_unique_owner_and_validate__look_at_both_forms(backend: Backend) -> None
         candidate.save()
     assert sorted(v.constraint for v in saved.value.violations) == ["EMAIL", "LOGIN"]
     model(pk="ACCT#1", email="ada@x.io", handle="ada").validate_unique()  # Its own locks are free.
+
+
+def test_transact_write__both_forms__transfer_and_violation(backend: Backend) -> None:
+    """In a composed transaction both forms move too: a value handed between records, a value refused once."""
+    model = bind_model(Migrating, backend)
+    ada = model(pk="ACCT#1", email="Ada@X.io", handle="ada")
+    ada.save()
+    bob = model(pk="ACCT#2", email="bob@y.io")
+    bob.save()
+    with TransactWrite() as tx:
+        ada.email = "ada.new@x.io"
+        tx.save(ada)
+        bob.email = "ADA@x.io"  # Ada's current-form key, another former-form key.
+        tx.save(bob)
+    assert_invariant(model)
+    assert model.unique_owner(email="ada@x.io") == ("ACCT#2",)
+    carol = model(pk="ACCT#3", handle="ada")
+    with pytest.raises(UniqueViolation) as caught, TransactWrite() as tx:
+        tx.save(carol)
+    assert [(v.constraint, v.owner) for v in caught.value.violations] == [("LOGIN", ("ACCT#1",))]
+    assert_invariant(model)

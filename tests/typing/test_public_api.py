@@ -76,3 +76,35 @@ def test_types__errors_carry_typed_context() -> None:
     assert isinstance(error, UniqueError)
     assert str(error) == "email 'e' is already taken"
     assert sorted(pynamodb_unique.__all__) == pynamodb_unique.__all__
+
+
+class Migrating(UniqueMixin, Model):
+    """A model during a migration: its former forms keep the attributes' PynamoDB types."""
+
+    class Meta:
+        table_name = "typed-migrating"
+        unique_constraints = [UniqueConstraint("a", "b", name="AB", former=pynamodb_unique.Former(name="OLD_AB"))]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(), normalize=str.casefold, former=pynamodb_unique.Former(normalize=None))
+    a = UnicodeAttribute(null=True)
+    b = UnicodeAttribute(null=True)
+
+
+def test_types__former_keeps_wrapped_type() -> None:
+    """former= changes nothing of the attribute's type; Former fields left out mean "as now"."""
+    assert_type(Migrating.email, UnicodeAttribute)
+    assert_type(pynamodb_unique.Former(secret=b"old"), pynamodb_unique.Former)
+
+
+def check_migration() -> None:
+    """Checked by mypy only: migrate's report and its conflicts are typed."""
+    report = pynamodb_unique.migrate(Migrating, apply=True, segments=2, max_rate=10.0, progress=lambda n: None)
+    assert_type(report, pynamodb_unique.MigrationReport)
+    assert_type(report.created, int)
+    assert_type(report.done, bool)
+    assert_type(report.conflicts, list[pynamodb_unique.Conflict])
+    assert_type(report.conflicts[0].records, tuple[tuple[Any, ...], ...])
+    assert_type(report.to_json(), dict[str, Any])
+    retired = pynamodb_unique.RetiredLock("HANDLE", "UNIQ#HANDLE#ada", None, ("p",), ())
+    assert_type(retired.former, bool)
