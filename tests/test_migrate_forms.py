@@ -327,7 +327,7 @@ def test_define__partial_constraint__former_shares_its_condition() -> None:
 
 def test_define__former_name_clashing_with_a_neighbour__refused() -> None:
     """A former namespace is a namespace of the lock table: a neighbour's derived name clashes with it."""
-    _define(e=UniqueAttribute(UnicodeAttribute(), name="MAIL", former=Former(name="SHARED_CLASH")))
+    kept = _define(e=UniqueAttribute(UnicodeAttribute(), name="MAIL", former=Former(name="SHARED_CLASH")))
     with pytest.raises(UniqueConfigError, match="SHARED_CLASH"):
         type(
             "Other",
@@ -338,6 +338,7 @@ def test_define__former_name_clashing_with_a_neighbour__refused() -> None:
                 "shared_clash": UniqueAttribute(UnicodeAttribute()),
             },
         )
+    assert kept._uniq_planner is not None  # type: ignore[attr-defined] # Held until here: the registry holds models weakly.
 
 
 def test_unique_owner_and_validate__look_at_both_forms(backend: Backend) -> None:

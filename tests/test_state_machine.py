@@ -63,6 +63,9 @@ def _examples(backend: str, examples: Mapping[str, int] = EXAMPLES) -> int:
 class MigratingAccount(Account):
     """Account during a migration: emails case-folded (were case-sensitive), HANDLE renamed LOGIN."""
 
+    class Meta(Account.Meta):
+        table_name = "migrating-accounts"  # Its own namespaces: its email constraint is not Account's.
+
     email = UniqueAttribute(UnicodeAttribute(), normalize=str.casefold, former=Former(normalize=None))
     username = UniqueAttribute(UnicodeAttribute(null=True), name="LOGIN", former=Former(name="HANDLE"))
 
