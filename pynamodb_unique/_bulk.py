@@ -245,8 +245,10 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
         taken = [(a, claimed[table, a.key]) for a, _ in puts if (table, a.key) in claimed]
         if taken:
             assert record.context is not None  # noqa: S101 - only records with locks take values.
-            # What save() would report once the first record holds the value: its lock as the owner.
-            found = [Finding("taken", action, lock) for action, lock in taken]
+            # What save() would report once the first record holds the value: its lock as the owner,
+            # each constraint once (during a migration a value may be taken under both forms).
+            first = {id(action.constraint): (action, lock) for action, lock in reversed(taken)}
+            found = [Finding("taken", action, lock) for action, lock in reversed(first.values())]
             losers[index] = [violation(record.context, record.instance, f) for f in found]
             continue
         for action, item in puts:

@@ -26,6 +26,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import (
     BulkResult,
+    Former,
     InvalidUniqueValue,
     UniqueAttribute,
     UniqueError,
@@ -188,6 +189,26 @@ def test_bulk__same_value_twice_in_input__first_wins_no_request_for_the_loser(
     assert settled[0] == 2
     assert sum(settled) == 4
     assert_invariant(accounts)
+
+
+class MigratingPerson(UniqueMixin, Model):
+    """Emails being made case-insensitive: locks of both forms while ``former=`` is declared."""
+
+    class Meta:
+        table_name = "bulk-migrating"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(), normalize=str.casefold, former=Former(normalize=None))
+
+
+def test_bulk__same_value_twice_during_a_migration__one_violation(backend: Backend) -> None:
+    """A value repeated in the input is taken under both forms: the loser gets its constraint once."""
+    people = bind_model(MigratingPerson, backend)
+    first, second = people(pk="A", email="Ann@x.io"), people(pk="B", email="Ann@x.io")
+    result = bulk_save([first, second], max_workers=1)
+    assert result.saved == (first,)
+    assert [(v.instance, v.constraint, v.owner) for v in result.violations] == [(second, "EMAIL", ("A",))]
 
 
 def test_bulk__value_taken_in_the_table__violation_and_the_rest_resent(
