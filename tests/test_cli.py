@@ -19,8 +19,7 @@ from _backends import Backend, unique_table_name
 from _damage import ADA_TWIN, EXPECTED, all_items, damage, delete_record, put_record
 from click.testing import CliRunner, Result
 
-from pynamodb_unique import cli as cli_module
-from pynamodb_unique import explain
+from pynamodb_unique import _cli_progress, explain
 from pynamodb_unique.cli import cli
 
 MODEL_SOURCE = '''
@@ -261,7 +260,7 @@ def test_progress__drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> 
 
     for stream, drawn in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr(sys, "stderr", stream)
-        update, close = cli_module._progress("scan")
+        update, close = _cli_progress._progress("scan")
         update(1200)
         close()
         assert ("scan: 1200 items" in stream.getvalue()) is drawn

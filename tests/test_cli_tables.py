@@ -19,8 +19,8 @@ from click.testing import CliRunner, Result
 from pynamodb.exceptions import ScanError
 from test_cli import _run, _write_module, user_model  # noqa: F401 - user_model is a fixture used here.
 
+from pynamodb_unique import _cli_progress, explain
 from pynamodb_unique import cli as cli_module
-from pynamodb_unique import explain
 from pynamodb_unique._pynamodb import connection
 from pynamodb_unique.cli import cli
 
@@ -298,7 +298,7 @@ def test_progress__total_and_eta_on_a_terminal(monkeypatch: pytest.MonkeyPatch) 
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    update, close = cli_module._progress("scan", total=3000)
+    update, close = _cli_progress._progress("scan", total=3000)
     update(1200)
     close()
     drawn = terminal.getvalue()
@@ -307,7 +307,7 @@ def test_progress__total_and_eta_on_a_terminal(monkeypatch: pytest.MonkeyPatch) 
     assert "<" in drawn.rpartition("1200/3000 [")[2]  # elapsed<remaining: the ETA.
     hidden = Terminal()
     monkeypatch.setattr(sys, "stderr", hidden)
-    update, close = cli_module._progress("scan", total=3000, show=False)
+    update, close = _cli_progress._progress("scan", total=3000, show=False)
     update(1200)
     close()
     assert hidden.getvalue() == ""
@@ -319,13 +319,13 @@ def test_audit_command__progress_total_from_item_count(
     """On a terminal the audit's scan bar gets the table's ItemCount as total; --quiet draws none."""
     model, target = legacy
     bars: list[tuple[str, int | None, bool]] = []
-    real = cli_module._progress
+    real = _cli_progress._progress
 
     def recording(label: str, total: int | None = None, *, show: bool = True) -> Any:
         bars.append((label, total, show))
         return real(label, total, show=False)
 
-    monkeypatch.setattr(cli_module, "_progress", recording)
+    monkeypatch.setattr(_cli_progress, "_progress", recording)
     monkeypatch.setattr(cli_module.Output, "progress", property(lambda self: not self.quiet))
     _run("audit", *target)
     assert bars == [("scan", len(all_items(model)), True)]
