@@ -11,9 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
 
 try:
     import click
@@ -22,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - only without the extra.
     sys.stderr.write(f"pynamodb-unique needs the cli extra: pip install 'pynamodb-unique[cli]' ({exc})\n")
     raise SystemExit(2) from None
 
-from ._audit import AuditReport, MissingLock, audit
+from ._audit import MissingLock
 from ._cli_common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -37,6 +34,7 @@ from ._cli_common import (
     use_profile,
     where,
 )
+from ._cli_options import Scanned, conclude, connected, model_argument, scanning
 from ._cli_output import (
     DEFAULT_LIMIT,
     OUTCOMES,
@@ -44,12 +42,11 @@ from ._cli_output import (
     audit_counts,
     audit_document,
     fix_document,
-    output_of,
     print_audit,
     print_fixes,
     print_migration,
 )
-from ._cli_progress import scan_estimate, with_progress
+from ._cli_progress import scan_estimate
 from ._cli_values import assumption, json_object, read_values
 from ._explain import explain, inspect
 from ._migrate import complete
@@ -77,139 +74,6 @@ __all__ = [
     "where",
 ]
 
-R = TypeVar("R")
-
-# Options shared by the commands.
-
-
-def _connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--endpoint-url (alias --endpoint), --region and --profile, as in the AWS CLI."""
-    options = (
-        click.option(
-            "--endpoint-url",
-            "--endpoint",
-            "endpoint_url",
-            metavar="URL",
-            help="DynamoDB endpoint, e.g. http://localhost:8000; overrides the model's Meta.host.",
-        ),
-        click.option("--region", metavar="REGION", help="AWS region; overrides the model's Meta.region."),
-        click.option(
-            "--profile",
-            metavar="NAME",
-            help="AWS profile of ~/.aws/config and ~/.aws/credentials; wins over credentials in the environment.",
-        ),
-    )
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _scan_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--segments and --max-rate."""
-    command = click.option(
-        "--max-rate",
-        type=click.FloatRange(min=0, min_open=True),
-        metavar="RCU",
-        help="Cap on read capacity units consumed per second by the scan.",
-    )(command)
-    return click.option(
-        "--segments", type=click.IntRange(1, 1_000_000), default=1, show_default=True, help="Parallel scan segments."
-    )(command)
-
-
-def _output_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--json, --quiet, --limit and --all."""
-    options = (
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every line (see README)."),
-        click.option("--quiet", "-q", is_flag=True, help="Print only the final line; the exit status tells the rest."),
-        click.option(
-            "--limit",
-            type=click.IntRange(min=0),
-            metavar="N",
-            help=f"Problem or fix lines to print before summing up the rest  [default: {DEFAULT_LIMIT}]",
-        ),
-        click.option("--all", "show_all", is_flag=True, help="Print every problem or fix line."),
-    )
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-_model_arg = click.argument("model_path", metavar="MODEL")
-
-
-@dataclass(frozen=True)
-class _Audited:
-    """What a command that scans starts from: the loaded model, how to print, the scan's segments and its audit."""
-
-    model: Model
-    output: Output
-    segments: int
-    report: AuditReport
-
-
-def _audited(command: Callable[..., None]) -> Callable[..., None]:
-    """MODEL, the connection, scan and output options; ``command`` gets the model's audit as an :class:`_Audited`.
-
-    The output options are checked first, then the model is loaded, then scanned with a progress
-    bar. ``command``'s own options (declared below this decorator) follow the common ones in --help.
-    """
-
-    @functools.wraps(command)
-    def run(
-        model_path: str,
-        endpoint_url: str | None,
-        region: str | None,
-        profile: str | None,
-        segments: int,
-        max_rate: float | None,
-        as_json: bool,
-        quiet: bool,
-        limit: int | None,
-        show_all: bool,
-        **options: Any,
-    ) -> None:
-        output = output_of(as_json, quiet, limit, show_all)
-        model = load_model(model_path, endpoint_url, region=region, profile=profile)
-        total = scan_estimate(model) if output.progress else None
-        report = with_progress(
-            "scan",
-            model,
-            lambda update: audit(model, segments=segments, max_rate=max_rate, progress=update),
-            total=total,
-            show=output.progress,
-        )
-        command(_Audited(model, output, segments, report), **options)
-
-    return _model_arg(_connection_options(_scan_options(_output_options(run))))
-
-
-def _connected(command: Callable[..., None]) -> Callable[..., None]:
-    """MODEL and the connection options; ``command`` gets the loaded model (its own arguments and options follow)."""
-
-    @functools.wraps(command)
-    def run(model_path: str, endpoint_url: str | None, region: str | None, profile: str | None, **options: Any) -> None:
-        command(load_model(model_path, endpoint_url, region=region, profile=profile), **options)
-
-    return _model_arg(_connection_options(run))
-
-
-def _conclude(
-    label: str,
-    audited: _Audited,
-    sends: int,
-    run: Callable[[Callable[[int], None]], R],
-    show: Callable[[R, Output], None],
-    clean: Callable[[R], bool],
-) -> NoReturn:
-    """Run a repair, backfill or migration with a progress bar over the ``sends`` it writes, print it, and exit."""
-    result = with_progress(label, audited.model, run, total=sends, show=audited.output.progress and bool(sends))
-    show(result, audited.output)
-    exit_with(clean(result))
-
-
-# The commands.
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pynamodb-unique")
@@ -223,8 +87,8 @@ def cli() -> None:
 
 
 @cli.command("audit")
-@_audited
-def audit_command(audited: _Audited) -> None:
+@scanning
+def audit_command(scanned: Scanned) -> None:
     """Scan the table once and report lock problems per constraint.
 
     Kinds: orphaned (the owner is gone or holds another value), missing (a live value without
@@ -237,14 +101,14 @@ def audit_command(audited: _Audited) -> None:
       pynamodb-unique audit myapp.models:Account --segments 4 --max-rate 100
       pynamodb-unique audit myapp.models:Account --endpoint-url http://localhost:8000 --json
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
-    print_audit(audited.report, audited.output)
-    exit_with(audited.report.clean)
+    print_audit(scanned.report, scanned.output)
+    exit_with(scanned.report.clean)
 
 
 @cli.command("repair")
-@_audited
+@scanning
 @click.option("--apply", is_flag=True, help="Write the fixes (without it: a dry run that writes nothing).")
-def repair_command(audited: _Audited, apply: bool) -> None:
+def repair_command(scanned: Scanned, apply: bool) -> None:
     """Audit, then fix what is safely fixable: a dry run unless --apply.
 
     Each fix is one small transaction whose conditions check that the records and the lock are
@@ -257,15 +121,15 @@ def repair_command(audited: _Audited, apply: bool) -> None:
       pynamodb-unique repair myapp.models:Account            # what would change
       pynamodb-unique repair myapp.models:Account --apply    # change it
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
-    model, report = audited.model, audited.report
+    model, report = scanned.model, scanned.report
     sends = [p for p in report.problems if p.fixable] if apply else []
     run = functools.partial(repair, model, report, apply=apply)
-    _conclude("fix", audited, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
+    conclude("fix", scanned, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
 
 
 @cli.command("backfill")
-@_audited
-def backfill_command(audited: _Audited) -> None:
+@scanning
+def backfill_command(scanned: Scanned) -> None:
     """Create every missing lock, e.g. after adding a constraint to a table with records.
 
     Each lock is a conditional put checked against its record: safe to interrupt and re-run.
@@ -276,16 +140,16 @@ def backfill_command(audited: _Audited) -> None:
     Example:
       pynamodb-unique backfill myapp.models:Account --segments 8 --max-rate 500
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
-    model, report = audited.model, audited.report
+    model, report = scanned.model, scanned.report
     sends = [p for p in report.problems if isinstance(p, MissingLock)]
-    run = functools.partial(backfill, model, report, segments=audited.segments)
-    _conclude("backfill", audited, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
+    run = functools.partial(backfill, model, report, segments=scanned.segments)
+    conclude("backfill", scanned, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
 
 
 @cli.command("migrate")
-@_audited
+@scanning
 @click.option("--apply", is_flag=True, help="Create the missing locks (without it: a dry run that writes nothing).")
-def migrate_command(audited: _Audited, apply: bool) -> None:
+def migrate_command(scanned: Scanned, apply: bool) -> None:
     """Give every record its current-form locks after a constraint changed: a dry run unless --apply.
 
     Run it once every writer runs the model with former= (or declaring a constraint added to a
@@ -300,14 +164,14 @@ def migrate_command(audited: _Audited, apply: bool) -> None:
       pynamodb-unique migrate myapp.models:Account                       # what would change
       pynamodb-unique migrate myapp.models:Account --apply --segments 8
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
-    model, report = audited.model, audited.report
+    model, report = scanned.model, scanned.report
     missing = sum(1 for p in report.problems if isinstance(p, MissingLock) and not p.former) if apply else 0
-    run = functools.partial(complete, model, report, apply=apply, workers=audited.segments)
-    _conclude("migrate", audited, missing, lambda update: run(progress=update), print_migration, lambda r: r.done)
+    run = functools.partial(complete, model, report, apply=apply, workers=scanned.segments)
+    conclude("migrate", scanned, missing, lambda update: run(progress=update), print_migration, lambda r: r.done)
 
 
 @cli.command("explain")
-@_model_arg
+@model_argument
 @click.option("--op", type=click.Choice(["save", "update", "delete"]), required=True, help="The write to explain.")
 @click.option("--item", "item_json", required=True, metavar="JSON", help="The record, keyed by Python attribute names.")
 @click.option("--stored", "stored_json", metavar="JSON", help="The stored record, where the write depends on it.")
@@ -360,7 +224,7 @@ def explain_command(model_path: str, op: str, item_json: str, stored_json: str |
 
 
 @cli.command("inspect")
-@_connected
+@connected
 @click.argument("values", nargs=-1, required=True, metavar="NAME=VALUE...")
 @click.option("--json", "as_json", is_flag=True, help="Print the lock as JSON.")
 def inspect_command(model: Model, values: tuple[str, ...], as_json: bool) -> None:
