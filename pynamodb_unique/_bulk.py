@@ -22,6 +22,7 @@ from pynamodb.connection import Connection
 from pynamodb.constants import ALL_OLD
 from pynamodb.models import Model
 
+from . import _telemetry
 from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Finding, Intent, after_success, interpret, plan_once, violation
 from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
@@ -281,7 +282,22 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
     checks, puts = ([item for _, _, item in group] for group in chunk.sent())
-    send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
+    what = ",".join(sorted({type(r.instance).__name__ for r in chunk.records}))
+    _telemetry.sending(what, "bulk_save", "TransactWriteItems", len(checks) + len(puts), 1)
+    traced = _telemetry.start("bulk_save", what)
+    if traced is None:
+        _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+        return
+    with traced:
+        traced.sent(len(checks) + len(puts))
+        _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+
+
+def _send_chunk_items(
+    connection: Connection, checks: list[dict[str, Any]], puts: list[dict[str, Any]], token: str, attempts: int
+) -> None:
+    response = send_transaction(connection, {"check": checks, "put": puts}, token, attempts=attempts)
+    _telemetry.consumed(response, "bulk_save")
 
 
 @dataclass
@@ -339,6 +355,7 @@ class _Outcomes:
             elif taken:
                 assert record.context is not None  # noqa: S101 - only lock puts are taken.
                 self.violations[record.index] = [violation(record.context, record.instance, f) for f in taken]
+                _telemetry.violated(self.violations[record.index])
             else:
                 again.append(record)
         return again

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pynamodb.exceptions import CancellationReason, UpdateError
 from pynamodb.models import Model as PynamoModel
 
+from . import _telemetry
 from ._context import ModelContext, OwnerKey, updated_image
 from ._locks import lock_owner, lock_owner_model
 from ._plan import LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 #: How many plans one operation may send: the first, then at most three re-plans.
 MAX_PLANS: Final = 4
+#: The method a caller called, by record operation: spans and logs name the method.
+METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
 
 FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
 
@@ -154,11 +157,30 @@ def plan_once(
 def write(context: ModelContext, instance: Model, intent: Intent, assumed: Stored, desire: Desire) -> Any:
     """Plan, send, and re-plan from the stored item when the view was stale (at most ``MAX_PLANS``).
 
+    Traced as one span when a tracer provider is configured (:mod:`pynamodb_unique._telemetry`).
+
     Raises:
         UniqueViolation: a value is held by another record.
         ConditionFailed: the caller's condition or the version check failed.
         StaleWrite: the record kept changing.
     """
+    traced = _telemetry.start(METHODS[intent.op], context.model.__name__)
+    if traced is None:
+        return _write(context, instance, intent, assumed, desire, None)
+    with traced:
+        return _write(context, instance, intent, assumed, desire, traced)
+
+
+def _write(
+    context: ModelContext,
+    instance: Model,
+    intent: Intent,
+    assumed: Stored,
+    desire: Desire,
+    traced: _telemetry.Write | None,
+) -> Any:
+    """:func:`write`'s loop; ``traced`` counts its plans and items."""
+    method, model_name = METHODS[intent.op], context.model.__name__
     key = context.key(instance)
     base_token = intent.token
     not_ours: set[str] = set()
@@ -179,12 +201,19 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
             # Made once per operation, and only when a request carries it.
             base_token = base_token or new_token()
             step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
+        _telemetry.sending(model_name, method, request.operation, len(request.items), step + 1)
+        if traced is not None:
+            traced.sent(len(request.items))
         try:
             response = send(connection(context.model).connection, request, step_token, attempts=context.retry_attempts)
         except WriteFailed as failure:
             assumed = _after_failure(context, instance, plan, failure, not_ours)
+            if step + 1 < MAX_PLANS:
+                _telemetry.replanned(model_name, method, step + 2, MAX_PLANS)
             continue
+        _telemetry.consumed(response, method)
         return after_success(context, instance, intent, plan, desired, response, key=key, sent=request.record_item())
+    _telemetry.stale(model_name, method, f"the record kept changing ({MAX_PLANS} plans)")
     msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
     raise StaleWrite(msg)
 
@@ -218,7 +247,20 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
 
 
 def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
-    """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts."""
+    """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
+
+    Traced as one span, as :func:`write` is.
+    """
+    traced = _telemetry.start("update", context.model.__name__)
+    if traced is None:
+        return _plain_update(context, instance, intent)
+    with traced:
+        traced.sent(1)
+        return _plain_update(context, instance, intent)
+
+
+def _plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
+    _telemetry.sending(context.model.__name__, "update", "UpdateItem", 1, 1)
     if context.planner.discriminator is None:
         return _pynamodb_update(context, instance, intent)
     request = plain_update_request(context, instance, intent)
@@ -229,6 +271,7 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
         msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
         error = conditional_check_error(failure.cause, "UpdateItem")
         raise ConditionFailed(msg, error) from error
+    _telemetry.consumed(response, "update")
     instance.deserialize(response["Attributes"])
     return response
 
@@ -244,12 +287,14 @@ def _pynamodb_update(context: ModelContext, instance: Model, intent: Intent) -> 
         )
 
     try:
-        return retrying(call, attempts=context.retry_attempts)
+        response = retrying(call, attempts=context.retry_attempts)
     except UpdateError as exc:
         if error_code(exc) != "ConditionalCheckFailedException":
             raise
         msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
         raise ConditionFailed(msg, exc.cause) from exc.cause
+    _telemetry.consumed(response, "update")
+    return response
 
 
 def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> None:
@@ -273,6 +318,7 @@ def _after_failure(
     findings = interpret([(action, ours) for action in plan.sent()], failure.reasons)
     violations = [violation(context, instance, f) for f in findings if f.kind == "taken"]
     if violations:
+        _telemetry.violated(violations)
         raise UniqueViolation(violations, failure.cause)
     record = next((f for f in findings if f.kind == "record"), None)
     if record is None:

@@ -22,6 +22,7 @@ from pynamodb.exceptions import (
     UpdateError,
 )
 
+from . import _telemetry
 from ._plan import Plan, RecordWrite
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
 
@@ -178,8 +179,10 @@ def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
             if not is_transient(exc):
                 raise
             if attempt + 1 == attempts:
+                _telemetry.transient(error_code(exc), attempts)
                 msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
                 raise TransientError(msg, exc) from exc
+            _telemetry.retried(error_code(exc), attempt + 1, attempts)
             delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
             sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
     msg = "attempts must be at least 1"

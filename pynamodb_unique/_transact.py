@@ -13,6 +13,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
+from . import _telemetry
 from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Intent, after_success, interpret, violation
 from ._plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
@@ -201,13 +202,26 @@ class TransactWrite(_PynamoTransactWrite):
         return [slot for group in SENT_ORDER for slot in slots[group]]
 
     def _commit(self) -> Any:
+        # Traced under the names of its unique models (the caller's other items have no library model).
+        what = ",".join(sorted({type(e.instance).__name__ for e in self._uniq_entries})) or "TransactWrite"
+        traced = _telemetry.start("transact_write", what)
+        if traced is None:
+            return self._commit_traced(what, None)
+        with traced:
+            return self._commit_traced(what, traced)
+
+    def _commit_traced(self, what: str, traced: _telemetry.Write | None) -> Any:
         self._plan_entries()
         slots = self._materialize()
+        _telemetry.sending(what, "transact_write", "TransactWriteItems", len(slots), 1)
+        if traced is not None:
+            traced.sent(len(slots))
         try:
             # The same request, and so the same token, on every resend.
             response = retrying(super()._commit)
         except TransactWriteError as exc:
             self._raise_for(exc, slots)
+        _telemetry.consumed(response, "transact_write")
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             intent = Intent(entry.op, entry.condition, entry.actions, entry.add_version_condition, None)
@@ -249,9 +263,12 @@ class TransactWrite(_PynamoTransactWrite):
             elif finding.kind == "foreign" and isinstance(finding.action, LockRelease):
                 stale.append(f"the lock {finding.action.key} belongs to another record")
         if violations:
+            _telemetry.violated(violations)
             raise UniqueViolation(violations, exc)
         if caller_failed or not stale:
             raise exc
+        # The problems name record keys and lock keys, which may hold values: the log says how many.
+        _telemetry.stale("TransactWrite", "transact_write", f"{len(stale)} records or locks changed since planned")
         msg = "; ".join(stale)
         raise StaleWrite(msg, exc)
 
