@@ -2,6 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import streams as streams
 from ._audit import AuditReport as AuditReport
 from ._audit import DuplicateValue as DuplicateValue
 from ._audit import ForeignLock as ForeignLock
@@ -84,4 +85,5 @@ __all__ = [
     "is_lock_item",
     "migrate",
     "repair",
+    "streams",
 ]
