@@ -19,6 +19,7 @@ own writes (whose locks are already in place) cost one read and no write.
 from __future__ import annotations
 
 import base64
+import functools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._context import ModelContext, OwnerKey, context_of
 from ._keys import LOCK_PREFIX
 from ._locks import ABSENT, LockTable, is_lock_item, lock_owner
-from ._plan import MAX_TRANSACTION_ACTIONS, Stored
+from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup, Stored
 from ._pynamodb import connection
 from ._registry import lock_table_id, table_id
 from ._repair import Fixer, _Write
@@ -235,7 +236,7 @@ class _Handler:
                 request: dict[str, Any] = {}
                 for table, key in chunk:
                     request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"].append(key)
-                data = retrying(lambda request=request: self._batch_get(request), attempts=attempts)  # type: ignore[misc] # default binds the loop's request.
+                data = retrying(functools.partial(self._batch_get, request), attempts=attempts)
                 for table, items in data.get("Responses", {}).items():
                     for item in items:
                         if table == self.table_name and _same_key(item, record_key):
@@ -297,7 +298,11 @@ class _Handler:
             tally = _Tally()
             stored, cls = None, None
             record, found = self.read(record_key, sorted(set(looked)))
-            if record is not None and (cls := self.mine(record)) is not None:
+            if record is not None:
+                cls = self.mine(record)
+                if cls is None:
+                    reason = f"the item under the key is no longer a {self.model.__name__} record: run audit"
+                    return _Tally(left=[Left(event_id, name, owner, None, reason)])
                 stored = record
             wanted = self.wanted(cls, stored)
             # The record's values changed again since the event: read the locks it holds now too
@@ -341,15 +346,14 @@ class _Handler:
         Returns:
             False when a condition failed (the record or a lock changed since the read).
         """
-        writes = [
-            (g, item, m) for g in ("delete", "put") for item, m in zip(write.items[g], write.meanings[g], strict=True)
-        ]
+        groups: tuple[SentGroup, ...] = ("delete", "put")
+        writes = [(g, item, m) for g in groups for item, m in zip(write.items[g], write.meanings[g], strict=True)]
         step = MAX_TRANSACTION_ACTIONS - 1  # Each transaction repeats the record's check.
         for start in range(0, len(writes), step):
             part = _Write()
             part.add("check", check, "the record changed")
             for group, item, meaning in writes[start : start + step]:
-                part.add(group, item, meaning)  # type: ignore[arg-type] # "delete" or "put".
+                part.add(group, item, meaning)
             outcome, _ = self.fixer.send(part)
             if outcome != "applied":
                 return False

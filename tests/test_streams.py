@@ -342,6 +342,18 @@ def test_handle__polymorphic_records_by_their_stored_class(backend: Backend) -> 
     locks = {i["PK"]["S"]: i["uniq_owner_model"]["S"] for i in items if is_lock_item(i)}
     assert locks == {"UNIQ#NAME#rex": "Dog", "UNIQ#DOG_TAG#t1": "Dog"}
     assert audit(Animal).clean
+    # A Cat put over the Dog: not the Dog handler's record any more (left); the family's handler moves the locks.
+    dog = raw(Animal, ("A#1", "ANIMAL"))
+    client(Animal).put_item(
+        TableName=table, Item={**item, "kind": {"S": "cat"}, "name": {"S": "tom"}, "chip": {"S": "c1"}}
+    )
+    batch = event(record(Animal, "MODIFY", old=dog, new=raw(Animal, ("A#1", "ANIMAL"))))
+    report = handle(Dog, batch)
+    assert (report.released, report.created) == (0, 0)
+    assert [left.reason for left in report.left] == ["the item under the key is no longer a Dog record: run audit"]
+    report = handle(Animal, batch)
+    assert (report.released, report.created, report.left) == (2, 2, ())
+    assert audit(Animal).clean
 
 
 class Keyed(UniqueMixin, Model):
