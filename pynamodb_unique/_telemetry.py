@@ -12,6 +12,7 @@ it, or without a tracer provider configured, a write costs one check and builds 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -33,6 +34,10 @@ VIOLATIONS: Final = "pynamodb_unique.violations"
 STALE_WRITES: Final = "pynamodb_unique.stale_writes"
 RETRIES: Final = "pynamodb_unique.retries"
 CONSUMED_WCU: Final = "pynamodb_unique.consumed_wcu"
+#: How often, in seconds, a process without a provider looks again (asking the API costs about a
+#: microsecond per call, as it reads the environment); a provider once found is kept, as the API
+#: sets each provider only once.
+RECHECK_SECONDS: Final = 1.0
 
 
 class _OTel:
@@ -53,13 +58,30 @@ class _OTel:
             CONSUMED_WCU, unit="{WCU}", description="Write capacity consumed by the library's writes"
         )
 
+        self._tracing = False
+        self._metering = False
+        self._next_check = 0.0
+
+    def _check(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + RECHECK_SECONDS
+        # The API's own providers (proxy, no-op) live in the API's modules and record nothing.
+        self._tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
+        self._metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
+
     def tracing(self) -> bool:
-        """Whether a tracer provider is configured: the API's own (proxy, no-op) record nothing."""
-        return not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
+        """Whether a tracer provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
+        if not self._tracing:
+            self._check()
+        return self._tracing
 
     def metering(self) -> bool:
-        """Whether a meter provider is configured: the API's own (proxy, no-op) record nothing."""
-        return not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
+        """Whether a meter provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
+        if not self._metering:
+            self._check()
+        return self._metering
 
 
 _UNSET: Final = object()
@@ -168,7 +190,7 @@ def _violated(exc: BaseException | None) -> list[str]:
 
 def start(operation: str, model: str) -> Write | None:
     """A traced write (enter it with ``with``), or None when no tracer provider is configured."""
-    facade = otel()
+    facade = _otel_state if _otel_state is not _UNSET else otel()
     if facade is None or not facade.tracing():
         return None
     return Write(facade, operation, model)
@@ -227,7 +249,7 @@ def consumed(response: Mapping[str, Any] | None, operation: str) -> None:
     single-item write and a list (one per table) for TransactWriteItems.
     """
     write = _current.get()
-    facade = otel()
+    facade = _otel_state if _otel_state is not _UNSET else otel()
     if response is None or facade is None or (write is None and not facade.metering()):
         return
     units = capacity_units(response.get("ConsumedCapacity"))

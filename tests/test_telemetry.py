@@ -85,6 +85,8 @@ def _otel_providers() -> OTel:
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     assert trace.get_tracer_provider() is tracer_provider, "another tracer provider was set first"
+    # A write made earlier in the session found no provider; look again now, not a second later.
+    _telemetry._otel_state = _telemetry._UNSET
     return OTel(spans, reader)
 
 
@@ -367,7 +369,13 @@ def test_otel_absent__writes_work_and_record_nothing(
 
 def test_no_tracer_provider__no_span_built(monkeypatch: pytest.MonkeyPatch, otel: OTel) -> None:
     """With the API's own (no-op) tracer provider, ``start`` builds nothing."""
-    facade = _telemetry.otel()
-    assert facade is not None
-    monkeypatch.setattr(facade.trace, "get_tracer_provider", trace.NoOpTracerProvider)
-    assert _telemetry.start("save", "Account") is None
+    with monkeypatch.context() as patched:
+        patched.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+        patched.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+        assert _telemetry.start("save", "Account") is None
+    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+    traced = _telemetry.start("save", "Account")
+    assert traced is not None
+    with traced:
+        pass
+    assert [s.name for s in otel.spans.get_finished_spans()] == ["pynamodb_unique.save"]
