@@ -393,7 +393,7 @@ def handle(model: type[UniqueMixin], event: Mapping[str, Any]) -> StreamReport:
     Each decision is made from the record and its locks as stored now (one strongly consistent
     BatchGetItem), and each fix is one TransactWriteItems with a ConditionCheck that the record
     is still as read, re-read when it changed. Replaying a batch changes nothing; the
-    library's own writes, whose locks are in place, are found in order with no write.
+    library's own writes, whose locks are in place, are found in step with no write.
 
     ``INSERT`` / ``MODIFY`` records without a ``NewImage`` (a stream of ``OLD_IMAGE`` or
     ``KEYS_ONLY`` view type), and ``REMOVE`` records without an ``OldImage``, are reported in
