@@ -334,7 +334,8 @@ def test_backfill__creates_missing_locks_and_reports_duplicates(backend: Backend
     put_record(model, GRACE, email="grace@hopper.dev")
     put_record(model, ADA_TWIN, email="ADA@lovelace.io")
     put_record(model, LINUS, email="linus@kernel.org", tenant="acme", slug="linus")
-    result = backfill(model, segments=2)
+    # Segments are threads writing locks too: moto takes one write at a time (BACKENDS.md).
+    result = backfill(model, segments=2 if backend.host else 1)
     created = {f.problem.lock_key for f in result.fixes if f.outcome == "applied"}
     assert created == {
         "UNIQ#HANDLE#ada",
