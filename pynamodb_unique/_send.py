@@ -164,6 +164,12 @@ def is_transient(exc: PynamoDBException) -> bool:
     return False
 
 
+def backoff(attempt: int) -> None:
+    """Wait before resend ``attempt + 1``: exponential from 50 ms, at most 1 s, with jitter."""
+    delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
+    sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+
+
 def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
     """Call ``call``, resending on conflicts and throttling with bounded, jittered backoff.
 
@@ -183,8 +189,7 @@ def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
                 msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
                 raise TransientError(msg, exc) from exc
             _telemetry.retried(error_code(exc), attempt + 1, attempts)
-            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
-            sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+            backoff(attempt)
     msg = "attempts must be at least 1"
     raise ValueError(msg)
 

@@ -8,14 +8,13 @@ the write, which remains the authority.
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from . import _send
 from ._context import OwnerKey, context_of
 from ._locks import LockTable, lock_owner, lock_owner_model
-from ._send import RETRY_BASE_DELAY, RETRY_MAX_DELAY, retrying
+from ._send import retrying
 from .exceptions import InvalidUniqueValue, TransientError, UniqueViolation, Violation
 
 if TYPE_CHECKING:
@@ -64,8 +63,7 @@ def read_locks(locks: LockTable, lock_keys: Sequence[str], *, attempts: int) -> 
             if not pending:
                 break
             if attempt + 1 < attempts:
-                delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
-                _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+                _send.backoff(attempt)
         if pending:
             msg = f"{TransientError.msg}: {len(pending)} lock keys unprocessed after {attempts} BatchGetItem requests"
             raise TransientError(msg)

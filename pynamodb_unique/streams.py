@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -41,7 +40,7 @@ from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup, Stored
 from ._pynamodb import connection
 from ._registry import lock_table_id, table_id
 from ._repair import Fixer, _Write
-from ._send import RETRY_BASE_DELAY, RETRY_MAX_DELAY, retrying
+from ._send import retrying
 from ._validate import MAX_BATCH_GET
 from .exceptions import TransientError
 
@@ -248,8 +247,7 @@ class _Handler:
                 if not chunk:
                     break
                 if attempt + 1 < attempts:
-                    delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2**attempt)
-                    _send.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
+                    _send.backoff(attempt)
             if chunk:
                 msg = f"{TransientError.msg}: {len(chunk)} keys unprocessed after {attempts} BatchGetItem requests"
                 raise TransientError(msg)
