@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -16,6 +17,7 @@ from pynamodb.connection import Connection
 from pynamodb.exceptions import (
     CancellationReason,
     DeleteError,
+    GetError,
     PutError,
     PynamoDBException,
     TransactWriteError,
@@ -248,6 +250,55 @@ def _send_once(connection: Connection, request: Request, token: str | None) -> d
         if reasons is not None:
             raise WriteFailed(reasons, exc) from exc
         raise
+
+
+#: BatchGetItem reads at most 100 keys per request.
+MAX_BATCH_GET: Final = 100
+
+
+def _batch_get(connection: Connection, request: dict[str, Any]) -> dict[str, Any]:
+    """One BatchGetItem of ``RequestItems``, errors wrapped as PynamoDB's ``batch_get_item`` wraps them."""
+    try:
+        data: dict[str, Any] = connection.dispatch("BatchGetItem", {"RequestItems": request})
+    except (BotoCoreError, ClientError) as exc:
+        msg = f"Failed to batch get items: {exc}"
+        raise GetError(msg, exc) from exc
+    return data
+
+
+def batch_read(
+    connection: Connection, keys: Sequence[tuple[str, dict[str, Any]]], *, attempts: int
+) -> dict[str, list[dict[str, Any]]]:
+    """The items stored under ``(table, key)`` pairs, read strongly consistently, by table.
+
+    One BatchGetItem per 100 keys. Keys DynamoDB leaves unprocessed (throttling, the 16 MB
+    response limit) are read again with :func:`backoff`; errors worth resending (throttling) are
+    resent as the writes' are. Absent keys have no item.
+
+    Raises:
+        TransientError: keys were still unprocessed, or requests throttled, after ``attempts``.
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    pending = list(keys)
+    while pending:
+        chunk, pending = pending[:MAX_BATCH_GET], pending[MAX_BATCH_GET:]
+        for attempt in range(attempts):
+            request: dict[str, Any] = {}
+            for table, key in chunk:
+                request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"].append(key)
+            data = retrying(functools.partial(_batch_get, connection, request), attempts=attempts)
+            for table, items in data.get("Responses", {}).items():
+                found.setdefault(table, []).extend(items)
+            unprocessed = data.get("UnprocessedKeys") or {}
+            chunk = [(table, key) for table, spec in unprocessed.items() for key in spec.get("Keys", [])]
+            if not chunk:
+                break
+            if attempt + 1 < attempts:
+                backoff(attempt)
+        if chunk:
+            msg = f"{TransientError.msg}: {len(chunk)} keys unprocessed after {attempts} BatchGetItem requests"
+            raise TransientError(msg)
+    return found
 
 
 def send_transaction(

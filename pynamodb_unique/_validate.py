@@ -7,38 +7,22 @@ the write, which remains the authority.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from . import _send
 from ._context import OwnerKey, context_of
 from ._locks import LockTable, lock_owner, lock_owner_model
-from ._send import retrying
-from .exceptions import InvalidUniqueValue, TransientError, UniqueViolation, Violation
+from ._send import batch_read
+from .exceptions import InvalidUniqueValue, UniqueViolation, Violation
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
 
     from ._constraint import Constraint
 
-#: BatchGetItem reads at most 100 keys per request.
-MAX_BATCH_GET: Final = 100
-
-
-def _batch_get(locks: LockTable, keys: list[dict[str, Any]]) -> dict[str, Any]:
-    """One strongly consistent BatchGetItem of lock items (PynamoDB wraps errors as ``GetError``)."""
-    # PynamoDB types ``keys`` as strings, yet takes key mappings: its own ``batch_get`` passes them.
-    data: dict[str, Any] = locks.connection.batch_get_item(keys, consistent_read=True)  # type: ignore[arg-type] # see above.
-    return data
-
 
 def read_locks(locks: LockTable, lock_keys: Sequence[str], *, attempts: int) -> dict[str, dict[str, Any]]:
     """The lock items stored under ``lock_keys``, read strongly consistently, by lock key.
-
-    One BatchGetItem per 100 keys. Keys DynamoDB leaves unprocessed (throttling, the 16 MB
-    response limit) are read again with bounded, jittered backoff; errors worth resending
-    (throttling) are resent as the writes' are.
 
     Args:
         locks: the table holding the locks.
@@ -49,25 +33,13 @@ def read_locks(locks: LockTable, lock_keys: Sequence[str], *, attempts: int) -> 
         Each stored lock item (DynamoDB JSON) under its lock key; absent keys are free.
 
     Raises:
-        TransientError: keys were still unprocessed, or requests throttled, after ``attempts``.
+        TransientError: keys were still unprocessed, or requests throttled, after ``attempts``
+            (:func:`_send.batch_read`).
     """
-    found: dict[str, dict[str, Any]] = {}
     table = locks.table_name
-    for start in range(0, len(lock_keys), MAX_BATCH_GET):
-        pending: list[dict[str, Any]] = [locks.key(k) for k in lock_keys[start : start + MAX_BATCH_GET]]
-        for attempt in range(attempts):
-            data = retrying(functools.partial(_batch_get, locks, pending), attempts=attempts)
-            for item in data.get("Responses", {}).get(table, []):
-                found[item[locks.hash_name]["S"]] = item
-            pending = data.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-            if not pending:
-                break
-            if attempt + 1 < attempts:
-                _send.backoff(attempt)
-        if pending:
-            msg = f"{TransientError.msg}: {len(pending)} lock keys unprocessed after {attempts} BatchGetItem requests"
-            raise TransientError(msg)
-    return found
+    keys = [(table, locks.key(k)) for k in lock_keys]
+    items = batch_read(locks.connection.connection, keys, attempts=attempts).get(table, [])
+    return {item[locks.hash_name]["S"]: item for item in items}
 
 
 def _checked(instance: Model, exclude: Iterable[str], attributes: Iterable[str]) -> frozenset[str]:

@@ -19,18 +19,14 @@ own writes (whose locks are already in place) cost one read and no write.
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.constants import KEY
-from pynamodb.exceptions import GetError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from . import _send
 from ._audit import _Scope
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._context import ModelContext, OwnerKey, context_of
@@ -40,9 +36,7 @@ from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup, Stored
 from ._pynamodb import connection
 from ._registry import lock_table_id, table_id
 from ._repair import Fixer, _Write
-from ._send import retrying
-from ._validate import MAX_BATCH_GET
-from .exceptions import TransientError
+from ._send import batch_read
 
 if TYPE_CHECKING:
     from ._mixin import UniqueMixin
@@ -224,43 +218,11 @@ class _Handler:
         One request when a record has at most 99 locks (BatchGetItem reads at most 100 keys);
         unprocessed keys are read again with bounded, jittered backoff.
         """
-        pending: list[tuple[str, dict[str, Any]]] = [(self.table_name, record_key)]
-        pending += [(self.locks.table_name, self.locks.key(k)) for k in lock_keys]
-        record: dict[str, Any] | None = None
-        found: dict[str, dict[str, Any]] = {}
-        attempts = self.scope_context().retry_attempts
-        while pending:
-            chunk, pending = pending[:MAX_BATCH_GET], pending[MAX_BATCH_GET:]
-            for attempt in range(attempts):
-                request: dict[str, Any] = {}
-                for table, key in chunk:
-                    request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"].append(key)
-                data = retrying(functools.partial(self._batch_get, request), attempts=attempts)
-                for table, items in data.get("Responses", {}).items():
-                    for item in items:
-                        if table == self.table_name and _same_key(item, record_key):
-                            record = item
-                        elif table == self.locks.table_name:
-                            found[item[self.locks.hash_name]["S"]] = item
-                unprocessed = data.get("UnprocessedKeys") or {}
-                chunk = [(table, key) for table, spec in unprocessed.items() for key in spec.get("Keys", [])]
-                if not chunk:
-                    break
-                if attempt + 1 < attempts:
-                    _send.backoff(attempt)
-            if chunk:
-                msg = f"{TransientError.msg}: {len(chunk)} keys unprocessed after {attempts} BatchGetItem requests"
-                raise TransientError(msg)
-        return record, found
-
-    def _batch_get(self, request: dict[str, Any]) -> dict[str, Any]:
-        try:
-            data: dict[str, Any] = connection(self.model).connection.dispatch("BatchGetItem", {"RequestItems": request})
-        except (BotoCoreError, ClientError) as exc:
-            # Wrapped as PynamoDB's own batch_get_item wraps them (so throttling is resent).
-            msg = f"Failed to batch get items: {exc}"
-            raise GetError(msg, exc) from exc
-        return data
+        keys = [(self.table_name, record_key)] + [(self.locks.table_name, self.locks.key(k)) for k in lock_keys]
+        found = batch_read(connection(self.model).connection, keys, attempts=self.scope_context().retry_attempts)
+        record = next((i for i in found.get(self.table_name, []) if _same_key(i, record_key)), None)
+        locks = found.get(self.locks.table_name, [])
+        return record, {item[self.locks.hash_name]["S"]: item for item in locks if item is not record}
 
     # --- deciding and writing -----------------------------------------------------------------
 

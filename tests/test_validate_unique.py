@@ -255,18 +255,21 @@ def test_read_locks__past_100_keys__chunked(accounts: type[Account]) -> None:
 
 def _leave_unprocessed(monkeypatch: pytest.MonkeyPatch, rounds: int, processed: int) -> list[int]:
     """Make the first ``rounds`` BatchGetItem answers process only ``processed`` keys; return the sizes sent."""
-    real = _validate._batch_get
+    real = _send._batch_get
     sent: list[int] = []
 
-    def partial(locks: Any, keys: list[dict[str, Any]]) -> dict[str, Any]:
+    def partial(connection: Any, request: dict[str, Any]) -> dict[str, Any]:
+        ((table, spec),) = request.items()
+        keys = spec["Keys"]
         sent.append(len(keys))
         if len(sent) > rounds:
-            return real(locks, keys)
-        data = real(locks, keys[:processed]) if processed else {"Responses": {locks.table_name: []}}
-        data["UnprocessedKeys"] = {locks.table_name: {"Keys": keys[processed:], "ConsistentRead": True}}
+            return real(connection, request)
+        kept = {table: {**spec, "Keys": keys[:processed]}}
+        data = real(connection, kept) if processed else {"Responses": {table: []}}
+        data["UnprocessedKeys"] = {table: {"Keys": keys[processed:], "ConsistentRead": True}}
         return data
 
-    monkeypatch.setattr(_validate, "_batch_get", partial)
+    monkeypatch.setattr(_send, "_batch_get", partial)
     monkeypatch.setattr(_send, "sleep", lambda _: None)
     return sent
 
