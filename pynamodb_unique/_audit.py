@@ -9,6 +9,7 @@ so about 4.5 GB per million records. Past what one machine holds, audit on a lar
 from __future__ import annotations
 
 import base64
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from ._plan import Planner
 
 _NO_LOCK: Any = object()
+
+#: Where an export lies: its folder, or its ``s3://bucket/prefix/AWSDynamoDB/<export id>/`` URL.
+ExportLocation = str | os.PathLike[str]
 
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 RecordKey = tuple[Any, ...]
@@ -381,6 +385,30 @@ class _Scope:
         return None
 
 
+#: A record as :meth:`_Collector.sort` reads it: (key, model, unique values, held locks), each held
+#: lock (namespace, lock key, whether of a former form).
+SortedRecord = tuple[RecordKey, "type[UniqueMixin]", tuple[Any, ...], list[tuple[str, str, bool]]]
+
+
+@dataclass
+class Sorted:
+    """What some scanned items hold for an audit, sorted item by item (:meth:`_Collector.sort`).
+
+    Attributes:
+        scanned: items read.
+        locks: (lock key, owner) of each lock of an audited namespace.
+        retired: (lock key, owner) of each lock of a namespace no model declares any more.
+        records: each record of an audited model (:data:`SortedRecord`).
+        strangers: constraint names of other models' locks.
+    """
+
+    scanned: int = 0
+    locks: list[tuple[str, RecordKey | None]] = field(default_factory=list)
+    retired: list[tuple[str, RecordKey | None]] = field(default_factory=list)
+    records: list[SortedRecord] = field(default_factory=list)
+    strangers: set[str] = field(default_factory=set)
+
+
 class _Collector:
     """Sorts scanned items into records and locks; thread-safe (one merge per page)."""
 
@@ -451,12 +479,13 @@ class _Collector:
             msg = f"{model.__name__}: cannot read the item {key} as a record: {exc}"
             raise UniqueError(msg) from exc
 
-    def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
-        """Sort one page of a records ``table`` and/or of the lock table (``locks``)."""
-        found_locks: list[tuple[str, RecordKey | None]] = []
-        found_retired: list[tuple[str, RecordKey | None]] = []
-        found_records = []
-        strangers: set[str] = set()
+    def sort(self, items: Page, *, table: TableId | None, locks: bool) -> Sorted:
+        """Sort the items of a records ``table`` and/or of the lock table (``locks``), item by item.
+
+        Keeps nothing: :meth:`merge` takes what it returns (the live audit), or the export
+        audit streams it to DuckDB. A record's held locks are those of the audited namespaces.
+        """
+        found = Sorted(scanned=len(items))
         for item in items:
             # A record never carries a lock's owner fields; in a separate lock table every item
             # is a candidate lock.
@@ -467,26 +496,34 @@ class _Collector:
             if lock_like or (locks and table is None):
                 entry = self._lock_entry(item) if locks else None
                 if isinstance(entry, str):
-                    strangers.add(entry)
+                    found.strangers.add(entry)
                 elif entry is not None:
                     kind, lock_key, owner = entry
-                    (found_locks if kind == "lock" else found_retired).append((lock_key, owner))
+                    (found.locks if kind == "lock" else found.retired).append((lock_key, owner))
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
-                found_records.append(self._record_entry(model, item))
+                key, model, values, held = self._record_entry(model, item)
+                held = [entry for entry in held if entry[0] in self.names]
+                found.records.append((key, model, values, held))
+        return found
+
+    def merge(self, found: Sorted) -> None:
+        """Take in what :meth:`sort` found (one merge per page, under the mutex)."""
         with self.mutex:
-            self.scanned += len(items)
-            self.foreign_lock_names |= strangers
-            self.locks.update(found_locks)
-            self.retired.update(found_retired)
-            for key, model, values, held in found_records:
+            self.scanned += found.scanned
+            self.foreign_lock_names |= found.strangers
+            self.locks.update(found.locks)
+            self.retired.update(found.retired)
+            for key, model, values, held in found.records:
                 self.records[key] = (model, values)
-                for namespace, lock_key, former in held:
-                    if namespace not in self.names:
-                        continue
+                for _, lock_key, former in held:
                     if not former:
                         self.current.add(lock_key)
                     if self.holders.setdefault(lock_key, key) != key:
                         self.more_holders.setdefault(lock_key, []).append(key)
+
+    def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
+        """Sort one page of a records ``table`` and/or of the lock table (``locks``) and take it in."""
+        self.merge(self.sort(items, table=table, locks=locks))
 
     def _audited(self, key: RecordKey) -> Audited | None:
         found = self.records.get(key)
@@ -517,6 +554,19 @@ class _Collector:
         audited = {} if owner is None else {owner: self._audited(owner)}
         models = {owner: self.records[owner][0]} if owner in self.records else {}
         return kind(constraint_name(lock_key), lock_key, None, owner, (), audited, models)
+
+    def report(self, model: type[UniqueMixin], *, records: int, locks: int) -> AuditReport:
+        """The report of an audit whose items are all taken in (``records``, ``locks``: how many were read)."""
+        return AuditReport(
+            model=model.__name__,
+            table=connection(model).table_name,
+            lock_table=self.lock_table.table_name,
+            constraints=tuple(self.names_found),
+            scanned=self.scanned,
+            records=records,
+            locks=locks,
+            problems=tuple(self.problems()),
+        )
 
     @property
     def names_found(self) -> list[str]:
@@ -554,23 +604,37 @@ def audit(
     segments: int = 1,
     max_rate: float | None = None,
     progress: Callable[[int], None] | None = None,
+    export: ExportLocation | Mapping[str, ExportLocation] | None = None,
+    memory_limit: str | None = None,
+    temp_directory: str | os.PathLike[str] | None = None,
 ) -> AuditReport:
-    """Scan a model's table (and its lock table) once and report every lock problem.
+    """Scan a model's table (and its lock table) once, or read an export of them, and report every lock problem.
 
     Only locks of the model's own constraints count; other items sharing the tables are
     ignored. Reads are strongly consistent, but a scan is not a snapshot: on a table being
     written, a change made during the scan can show as a problem that is already gone.
     Repair's conditions make acting on such a report safe.
 
+    With ``export``, no table is read: the items come from a DynamoDB export to S3
+    (``ExportTableToPointInTime``, DynamoDB JSON format), a consistent snapshot, and DuckDB (the
+    ``export`` extra) joins the lock keys records hold with the lock items in bounded memory,
+    spilling to ``temp_directory``. The report is the one a scan of the same items gives.
+
     Args:
         model: a ``UniqueMixin`` model; its Meta gives table, region and host.
         segments: parallel scan segments (threads).
         max_rate: a cap on read capacity units consumed per second.
-        progress: called with the number of items of each page read.
+        progress: called with the number of items of each page (or batch of an export) read.
+        export: an export's folder (``.../AWSDynamoDB/<export id>/``) or its ``s3://`` URL; when
+            the model's records and locks are in several tables, a mapping of table name to location.
+        memory_limit: DuckDB's memory limit for an export audit (``"512MB"`` by default).
+        temp_directory: where DuckDB spills for an export audit (a temporary folder by default).
 
     Raises:
         UniqueConfigError: ``model`` has no unique constraints.
-        UniqueError: an item of the table cannot be read as a record of ``model``.
+        UniqueError: an item of the table cannot be read as a record of ``model``; an export
+            that is missing, incomplete, of another table or not in DynamoDB JSON format.
+        ValueError: bad ``segments`` or ``max_rate``, or either given with ``export``.
         pynamodb.exceptions.ScanError: DynamoDB refused the scan (missing table, no access).
     """
     scope = _Scope(model)
@@ -580,6 +644,18 @@ def audit(
     lock_id = lock_table_id(model)
     scope.check_shared(set(), lock_id)
     collector = _Collector(scope, locks)
+    if export is not None:
+        if segments != 1 or max_rate is not None:
+            msg = "segments and max_rate pace a scan; an audit of an export reads no table"
+            raise ValueError(msg)
+        # DuckDB is imported only here: the export extra is not needed for a live audit.
+        from ._export import read_export  # noqa: PLC0415 - keeps duckdb out of the live audit.
+
+        records, lock_count = read_export(
+            collector, export, memory_limit=memory_limit, temp_directory=temp_directory, progress=progress
+        )
+        scope.check_shared(collector.foreign_lock_names, lock_id)
+        return collector.report(model, records=records, locks=lock_count)
 
     def reader(table: TableId | None, *, locks: bool) -> Callable[[Page], None]:
         def on_page(items: Page) -> None:
@@ -596,14 +672,4 @@ def audit(
     if lock_id not in scope.tables:
         scan_pages(locks.connection, reader(None, locks=True), segments=segments, max_rate=max_rate)
     scope.check_shared(collector.foreign_lock_names, lock_id)
-    table = connection(model)
-    return AuditReport(
-        model=model.__name__,
-        table=table.table_name,
-        lock_table=locks.table_name,
-        constraints=tuple(collector.names_found),
-        scanned=collector.scanned,
-        records=len(collector.records),
-        locks=len(collector.locks),
-        problems=tuple(collector.problems()),
-    )
+    return collector.report(model, records=len(collector.records), locks=len(collector.locks))
