@@ -1,21 +1,23 @@
 """The options the commands share, and what the commands that scan have in common.
 
-:func:`scanning` gives a command MODEL with the connection, scan and output options and hands it
-the model's audit; :func:`connected` gives MODEL and the connection options and hands it the
-loaded model; :func:`conclude` runs a repair, backfill or migration, prints it, and exits.
+:func:`scanning` gives a command MODEL with the connection, scan, export and output options and
+hands it the model's audit (of a scan, or of an export with --from-export); :func:`connected`
+gives MODEL and the connection options and hands it the loaded model; :func:`conclude` runs a
+repair, backfill or migration, prints it, and exits.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
 
 from ._audit import AuditReport, audit
-from ._cli_common import Model, exit_with, load_model
+from ._cli_common import Model, exit_with, fail, load_model
 from ._cli_output import DEFAULT_LIMIT, Output, output_of
 from ._cli_progress import scan_estimate, with_progress
 
@@ -55,6 +57,59 @@ def _scan_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--segments", type=click.IntRange(1, 1_000_000), default=1, show_default=True, help="Parallel scan segments."
     )(command)
+
+
+def _export_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--from-export, --memory-limit and --temp-directory: the audit of a DynamoDB export instead of a scan."""
+    options = (
+        click.option(
+            "--from-export",
+            "exports",
+            multiple=True,
+            metavar="[TABLE=]PATH_OR_URL",
+            help=(
+                "Audit a DynamoDB export (DynamoDB JSON) instead of scanning: its folder or "
+                "s3://bucket/prefix/AWSDynamoDB/<export id>/; TABLE=... once per table when the locks "
+                "are in a table of their own. Needs the export extra."
+            ),
+        ),
+        click.option(
+            "--memory-limit",
+            metavar="SIZE",
+            help="DuckDB's memory limit for --from-export, e.g. 1GB  [default: 512MB]",
+        ),
+        click.option(
+            "--temp-directory",
+            type=click.Path(file_okay=False, dir_okay=True, writable=True),
+            help="Where --from-export spills to disk  [default: a temporary folder]",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+#: A table name before "=" in --from-export (DynamoDB's table name characters, 3 to 255 of them).
+_TABLE_PREFIX: Final = re.compile(r"^([A-Za-z0-9_.-]{3,255})=(.+)$")
+
+
+def export_locations(values: tuple[str, ...]) -> str | dict[str, str] | None:
+    """The --from-export values as ``audit(export=...)`` takes them: one location, or table name -> location.
+
+    Raises:
+        click.ClickException: a mix of TABLE=LOCATION and plain locations, or a table given twice (exit status 2).
+    """
+    if not values:
+        return None
+    pairs = [_TABLE_PREFIX.match(v) for v in values]
+    if len(values) == 1 and pairs[0] is None:
+        return values[0]
+    if any(pair is None for pair in pairs):
+        fail("with several --from-export options, give each as TABLE=PATH_OR_URL")
+    mapping = {pair.group(1): pair.group(2) for pair in pairs if pair is not None}
+    if len(mapping) != len(values):
+        fail("--from-export names a table twice")
+    return mapping
 
 
 def _output_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -104,6 +159,9 @@ def scanning(command: Callable[..., None]) -> Callable[..., None]:
         profile: str | None,
         segments: int,
         max_rate: float | None,
+        exports: tuple[str, ...],
+        memory_limit: str | None,
+        temp_directory: str | None,
         as_json: bool,
         quiet: bool,
         limit: int | None,
@@ -111,18 +169,25 @@ def scanning(command: Callable[..., None]) -> Callable[..., None]:
         **options: Any,
     ) -> None:
         output = output_of(as_json, quiet, limit, show_all)
+        export = export_locations(exports)
+        if export is None and (memory_limit or temp_directory):
+            fail("--memory-limit and --temp-directory go with --from-export")
+        if export is not None and max_rate is not None:
+            fail("--max-rate paces a scan; --from-export reads no table")
         model = load_model(model_path, endpoint_url, region=region, profile=profile)
-        total = scan_estimate(model) if output.progress else None
-        report = with_progress(
-            "scan",
-            model,
-            lambda update: audit(model, segments=segments, max_rate=max_rate, progress=update),
-            total=total,
-            show=output.progress,
-        )
+
+        def read(update: Callable[[int], None]) -> AuditReport:
+            if export is None:
+                return audit(model, segments=segments, max_rate=max_rate, progress=update)
+            return audit(
+                model, export=export, memory_limit=memory_limit, temp_directory=temp_directory, progress=update
+            )
+
+        total = scan_estimate(model) if output.progress and export is None else None
+        report = with_progress("scan" if export is None else "export", model, read, total=total, show=output.progress)
         command(Scanned(model, output, segments, report), **options)
 
-    return model_argument(_connection_options(_scan_options(_output_options(run))))
+    return model_argument(_connection_options(_scan_options(_export_options(_output_options(run)))))
 
 
 def connected(command: Callable[..., None]) -> Callable[..., None]:

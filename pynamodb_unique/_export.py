@@ -22,7 +22,7 @@ import pickle
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -366,6 +366,8 @@ def read_export(
         tables.append(lock_id)
     sources = {table: _Source(location) for table, location in _locations(export, tables).items()}
     plans = [(table, source, source.data_files(str(table))) for table, source in sources.items()]
+    if temp_directory is not None:
+        Path(temp_directory).mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pynamodb-unique-audit-", dir=temp_directory))
         join = _Join(folder, memory_limit or DEFAULT_MEMORY_LIMIT)
@@ -377,7 +379,8 @@ def read_export(
             def flush(batch: list[dict[str, Any]], records_table: TableId | None = records_table) -> None:
                 found = collector.sort(batch, table=records_table, locks=table == lock_id)  # noqa: B023 - used at once.
                 join.add(found)
-                collector.merge(Sorted(scanned=found.scanned, strangers=found.strangers))
+                # The counts and other models' lock names go to the collector; the rows went to DuckDB.
+                collector.merge(replace(found, locks=[], retired=[], records=[]))
                 if progress is not None:
                     progress(len(batch))
 
