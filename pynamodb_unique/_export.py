@@ -21,6 +21,7 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -150,7 +151,7 @@ class _Source:
                 if not line.strip():
                     continue
                 item: dict[str, Any] = json.loads(line)["Item"]
-                if any(marker in line for marker in _BINARY):
+                if _BINARY[0] in line or _BINARY[1] in line:
                     item = {name: _decoded(value) for name, value in item.items()}
                 count += 1
                 yield item
@@ -197,13 +198,21 @@ def _locations(
     return {t: export[str(t)] for t in tables}
 
 
-# Record keys as DuckDB compares them: JSON text, binary parts tagged.
+# Record keys as DuckDB compares them: text two equal keys, and only they, share.
+
+#: Joins the parts of a key of strings (the usual case); a part holding it makes the key JSON.
+_SEPARATOR: Final = "\x1f"
 
 
 def key_text(key: RecordKey | None) -> str | None:
-    """A record key as text that two equal keys, and only they, share."""
+    """A record key as text that two equal keys, and only they, share.
+
+    Strings joined (``S`` first) when none holds the separator; else JSON, binary parts tagged.
+    """
     if key is None:
         return None
+    if all(isinstance(p, str) and _SEPARATOR not in p for p in key):
+        return "S" + _SEPARATOR.join(key)
     return json.dumps([p if isinstance(p, str) else {"B": base64.b64encode(p).decode("ascii")} for p in key])
 
 
@@ -214,6 +223,8 @@ def key_of(text: str | None) -> RecordKey | None:
 
 def json_key(text: str) -> RecordKey:
     """The record key :func:`key_text` gave ``text`` for (never None)."""
+    if text.startswith("S"):
+        return tuple(text[1:].split(_SEPARATOR))
     return tuple(p if isinstance(p, str) else base64.b64decode(p["B"]) for p in json.loads(text))
 
 
@@ -259,6 +270,10 @@ LEFT JOIN (
 """
 
 
+#: Rows for one table: (table, column types, one Python list per column).
+_Insert = tuple[str, tuple[str, ...], list[list[Any]]]
+
+
 class _Join:
     """DuckDB tables of what the sorted items hold: locks, retired locks, records and the lock keys they hold."""
 
@@ -275,19 +290,29 @@ class _Join:
         self.db.execute("SET preserve_insertion_order = false")
         self.db.execute(_SCHEMA)
         self.models: dict[type[UniqueMixin], int] = {}
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uniq-export-insert")
+        self.pending: Future[None] | None = None
 
-    def _insert(self, table: str, types: tuple[str, ...], columns: list[list[Any]]) -> None:
-        """Append rows, one Python list per column, in one statement."""
-        if not columns[0]:
-            return
-        unnest = ", ".join(f"unnest(${n + 1}::{t}[])" for n, t in enumerate(types))
-        self.db.execute(f"INSERT INTO {table} SELECT {unnest}", columns)
+    def _insert(self, inserts: list[_Insert]) -> None:
+        """Append rows to tables: (table, column types, one Python list per column), one statement each."""
+        for table, types, columns in inserts:
+            if columns[0]:
+                unnest = ", ".join(f"unnest(${n + 1}::{t}[])" for n, t in enumerate(types))
+                self.db.execute(f"INSERT INTO {table} SELECT {unnest}", columns)
 
     def add(self, found: Sorted) -> None:
-        """Stream what :meth:`_Collector.sort` found in one batch of items."""
-        for table, rows in (("locks", found.locks), ("retired", found.retired)):
-            self._insert(table, ("VARCHAR", "VARCHAR"), [[k for k, _ in rows], [key_text(o) for _, o in rows]])
-        keys, models, values = [], [], []
+        """Stream what :meth:`_Collector.sort` found in one batch of items.
+
+        The rows are inserted on the writer thread while the next batch is read and sorted
+        (DuckDB releases the GIL); at most one batch waits, so memory stays bounded.
+        """
+        inserts: list[_Insert] = [
+            (table, ("VARCHAR", "VARCHAR"), [[k for k, _ in rows], [key_text(o) for _, o in rows]])
+            for table, rows in (("locks", found.locks), ("retired", found.retired))
+        ]
+        keys: list[Any] = []
+        models: list[Any] = []
+        values: list[Any] = []
         held: list[list[Any]] = [[], [], [], []]
         for key, model, vals, locks in found.records:
             text = key_text(key)
@@ -297,11 +322,20 @@ class _Join:
             for namespace, lock_key, former in locks:
                 for column, value in zip(held, (lock_key, text, namespace, former), strict=True):
                     column.append(value)
-        self._insert("records", ("VARCHAR", "INTEGER", "BLOB"), [keys, models, values])
-        self._insert("held", ("VARCHAR", "VARCHAR", "VARCHAR", "BOOLEAN"), held)
+        inserts.append(("records", ("VARCHAR", "INTEGER", "BLOB"), [keys, models, values]))
+        inserts.append(("held", ("VARCHAR", "VARCHAR", "VARCHAR", "BOOLEAN"), held))
+        self.flush()
+        self.pending = self.writer.submit(self._insert, inserts)
+
+    def flush(self) -> None:
+        """Wait for the rows being inserted (and raise what inserting them raised)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
 
     def counts(self) -> tuple[int, int]:
         """(records, locks) read, each counted once."""
+        self.flush()
         records = self.db.execute("SELECT count(DISTINCT key) FROM records").fetchone()
         locks = self.db.execute("SELECT count(DISTINCT lock_key) FROM locks").fetchone()
         return (records[0] if records else 0, locks[0] if locks else 0)
@@ -333,7 +367,11 @@ class _Join:
             yield found
 
     def close(self) -> None:
-        self.db.close()
+        try:
+            self.flush()
+        finally:
+            self.writer.shutdown()
+            self.db.close()
 
 
 def _setting(value: str) -> str:

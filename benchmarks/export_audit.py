@@ -1,0 +1,167 @@
+"""The audit of a DynamoDB export (DuckDB, bounded memory) beside the live audit (a Scan, a dict per record).
+
+Writes an export of accounts in the real format (gzip JSON lines of ``{"Item": ...}``, manifests),
+each account a record and its email and username locks (3 items), with a little damage (one
+account in 100,000 without its email lock, and as many orphaned locks, so the item count stays 3
+per account), then audits it in a child process and prints items/s, wall time and the child's
+peak RSS (``ru_maxrss``: DuckDB's memory is the process's). Then the live audit of a dynoxide
+table of ``--live-records`` accounts, and the export audit of an export of that same table, each
+in a child process too::
+
+    python benchmarks/export_audit.py                        # 1,000,000 accounts: 3,000,000 items
+    python benchmarks/export_audit.py --records 100000 --live-records 5000
+
+Starts dynoxide from ``.tools`` (or ``DYNOXIDE_BIN``); ``--live-records 0`` skips the live part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # The tests' models, loaders and export writer.
+
+import _dynoxide  # noqa: E402
+from _backends import Backend, bind_model  # noqa: E402
+from _damage import bind_accounts, client, load_healthy, lock_table_name  # noqa: E402
+from _export import export_tables, write_export  # noqa: E402
+from models import Account  # noqa: E402
+
+from pynamodb_unique import audit  # noqa: E402
+from pynamodb_unique._context import context_of  # noqa: E402
+
+#: Items per account: the record, its email lock and its username lock.
+ITEMS_PER_ACCOUNT: Final = 3
+#: One account in this many loses its email lock to an orphan: 2 problems each.
+DAMAGE_EVERY: Final = 100_000
+
+
+def accounts(count: int) -> Iterator[dict[str, Any]]:
+    """The items of ``count`` accounts as the library writes them, damaged every :data:`DAMAGE_EVERY`."""
+    context = context_of(Account)
+    assert context is not None  # noqa: S101 - a unique model.
+    locks = context.locks()
+    for n in range(count):
+        account = Account(pk=f"ACCT#bulk{n:08d}", email=f"user{n}@example.com", username=f"user{n}")
+        yield account.serialize()
+        owner = context.owner_fields(account)
+        for name, lock_key in context.lock_keys(account).items():
+            if lock_key is None:
+                continue
+            if name == "EMAIL" and n % DAMAGE_EVERY == 0:
+                # A missing lock, and in its place an orphan: a lock whose owner is gone.
+                ghost = {"uniq_owner_hash": {"S": f"ACCT#ghost{n:08d}"}, "uniq_owner_range": {"S": "PROFILE"}}
+                yield {**locks.key(f"UNIQ#EMAIL#ghost{n}@example.com"), **ghost, "uniq_constraint": {"S": name}}
+                continue
+            yield {**locks.key(lock_key), **owner, "uniq_constraint": {"S": name}}
+
+
+def child(arguments: list[str]) -> dict[str, Any]:
+    """Run this script with ``arguments`` in a child process; what it printed (one JSON document)."""
+    done = subprocess.run(  # noqa: S603 - this script, fixed arguments.
+        [sys.executable, __file__, *arguments], check=True, capture_output=True, text=True
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def measured(run: Any) -> None:
+    """Run ``run()`` (an audit), then print its report's figures, wall time and this process's peak RSS."""
+    started = time.perf_counter()
+    report = run()
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB.
+    kinds = sorted(p.kind for p in report.problems)
+    print(json.dumps({"items": report.scanned, "seconds": seconds, "peak": peak, "problems": kinds}))
+
+
+def show(name: str, figures: dict[str, Any]) -> str:
+    """A markdown row."""
+    rate = figures["items"] / figures["seconds"]
+    return (
+        f"| {name} | {figures['items']:,} | {figures['seconds']:.1f} s | {rate:,.0f} | "
+        f"{figures['peak'] / 2**20:,.0f} MiB |"
+    )
+
+
+def live_rows(records: int, folder: Path, plan: Path) -> list[str]:
+    """The live audit of a dynoxide table of ``records`` healthy accounts, and the export audit of its export."""
+    with _dynoxide.server() as endpoint:
+        model = bind_accounts(Backend("dynoxide", endpoint))
+        load_healthy(model, records)
+        table = model.Meta.table_name
+        live = child(["--audit-live", endpoint, table])
+        exports = export_tables(client(model), [table, lock_table_name(model)], folder / "live")
+        plan.write_text(json.dumps({"endpoint": endpoint, "table": table, **{t: str(p) for t, p in exports.items()}}))
+        exported = child(["--audit-export", str(plan)])
+    if live["problems"] or exported["problems"]:
+        msg = f"a healthy table audited with problems: live {live}, export {exported}"
+        raise AssertionError(msg)
+    return [show(f"live audit, {records:,} accounts", live), show(f"export audit, {records:,} accounts", exported)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="accounts in the generated export")
+    parser.add_argument("--files", type=int, default=16, help="data files of the generated export")
+    parser.add_argument("--live-records", type=int, default=20_000, help="accounts on dynoxide; 0 skips it")
+    parser.add_argument("--memory-limit", default="512MB", help="DuckDB's memory limit")
+    parser.add_argument("--folder", type=Path, help="where to write the exports (a temporary folder by default)")
+    parser.add_argument("--audit-export", type=Path, help=argparse.SUPPRESS)  # The child's job.
+    parser.add_argument("--audit-live", nargs=2, metavar=("ENDPOINT", "TABLE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    if args.audit_export is not None:
+        exports = json.loads(args.audit_export.read_text())
+        model = Account
+        if "endpoint" in exports:
+            model = bind_model(
+                Account, Backend("dynoxide", exports.pop("endpoint")), exports.pop("table"), create=False
+            )
+        location = next(iter(exports.values())) if len(exports) == 1 else exports
+        measured(lambda: audit(model, export=location, memory_limit=args.memory_limit))
+        return
+    if args.audit_live is not None:
+        endpoint, table = args.audit_live
+        model = bind_model(Account, Backend("dynoxide", endpoint), table, create=False)
+        measured(lambda: audit(model))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="export-audit-", dir=args.folder) as scratch:
+        folder = Path(scratch)
+        started = time.perf_counter()
+        root = write_export(folder, Account.Meta.table_name, accounts(args.records), files=args.files)
+        size = sum(p.stat().st_size for p in (root / "data").iterdir())
+        print(
+            f"wrote {args.records * ITEMS_PER_ACCOUNT:,} items ({args.records:,} accounts) in "
+            f"{time.perf_counter() - started:.0f} s: {args.files} data files, {size / 2**20:,.0f} MiB gzip",
+            flush=True,
+        )
+        plan = folder / "export.json"
+        plan.write_text(json.dumps({Account.Meta.table_name: str(root)}))
+        figures = child(["--audit-export", str(plan)])
+        damaged = (args.records + DAMAGE_EVERY - 1) // DAMAGE_EVERY
+        if figures["problems"] != ["missing"] * damaged + ["orphaned"] * damaged:
+            msg = f"expected {damaged} missing and {damaged} orphaned locks, found {figures['problems']}"
+            raise AssertionError(msg)
+        rows = [show(f"export audit, {args.records:,} accounts", figures)]
+        print(rows[0], f"({damaged} missing and {damaged} orphaned locks found, as damaged)", flush=True)
+        if args.live_records:
+            rows.extend(live_rows(args.live_records, folder, plan))
+        print("\n| audit | items | wall time | items/s | peak RSS |\n| --- | ---: | ---: | ---: | ---: |")
+        print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
