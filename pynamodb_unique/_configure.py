@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pynamodb.attributes import VersionAttribute
+from pynamodb.attributes import TTLAttribute, VersionAttribute
 from pynamodb.constants import STRING
 from pynamodb.models import Model
 
@@ -107,4 +107,5 @@ def configure(cls: type[Model]) -> Planner | None:
         )
         raise UniqueConfigError(msg)
     traced = tuple(_traced(cls, c) for c in constraints)
-    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
+    ttl = next((name for name, a in attributes.items() if isinstance(a, TTLAttribute)), None)
+    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned, ttl)

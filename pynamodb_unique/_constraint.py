@@ -6,6 +6,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
@@ -27,7 +28,11 @@ OWNER_RANGE: Final = "uniq_owner_range"
 CONSTRAINT: Final = "uniq_constraint"
 #: Attribute of a lock item naming the owner record's model class (shared namespaces, renames).
 OWNER_MODEL: Final = "uniq_owner_model"
-LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL)
+#: Attribute of a lock item that is a release hold: the value stays reserved for its former owner until it expires.
+HELD: Final = "uniq_held"
+#: The lock expiry attribute of models with neither a ``TTLAttribute`` nor a separate lock table.
+LOCK_EXPIRES: Final = "uniq_expires"
+LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL, HELD, LOCK_EXPIRES)
 
 _SPEC_ATTR: Final = "_pynamodb_unique_spec"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -96,6 +101,7 @@ class _UniqueSpec:
     message: str | None = None
     code: str = DEFAULT_CODE
     former: Former | None = None
+    hold: timedelta | None = None
 
 
 def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
@@ -107,6 +113,7 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
     message: str | None = None,
     code: str = DEFAULT_CODE,
     former: Former | None = None,
+    hold: timedelta | None = None,
 ) -> _A:
     """Mark a PynamoDB attribute unique and return it unchanged.
 
@@ -127,10 +134,13 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
         code: the violation's code, for clients that translate or branch on it.
         former: the constraint's previous form during a migration (``Former(normalize=None)``):
             writes keep the locks of both forms until it is removed.
+        hold: keep a released value reserved for this long (``timedelta(days=30)``): a change or
+            delete turns the lock into a hold owned by the former record, which only that record
+            may take back until it expires.
     """
     # The type is checked when the class is defined, where the attribute's name is known.
     # object.__setattr__: a MapAttribute would store an ordinary attribute among its values.
-    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code, former))
+    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code, former, hold))
     return attribute
 
 
@@ -157,6 +167,8 @@ class UniqueConstraint:
         code: the violation's code, for clients that translate or branch on it.
         former: the constraint's previous form during a migration (``Former(name="OLD")``):
             writes keep the locks of both forms until it is removed.
+        hold: keep a released value reserved for this long (``timedelta(days=30)``), as
+            :func:`UniqueAttribute`'s ``hold``.
     """
 
     attribute_names: tuple[str, ...]
@@ -168,6 +180,7 @@ class UniqueConstraint:
     message: str | None
     code: str
     former: Former | None
+    hold: timedelta | None
 
     def __init__(
         self,
@@ -180,6 +193,7 @@ class UniqueConstraint:
         message: str | None = None,
         code: str = DEFAULT_CODE,
         former: Former | None = None,
+        hold: timedelta | None = None,
     ) -> None:
         object.__setattr__(self, "attribute_names", tuple(attribute_names))
         object.__setattr__(self, "name", name)
@@ -192,6 +206,7 @@ class UniqueConstraint:
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "former", former)
+        object.__setattr__(self, "hold", hold)
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,7 @@ class Constraint:
         code: the violation code.
         former: the constraint's previous form during a migration, resolved as a constraint of
             its own (its name, normalizers and secret compute the former-form keys), or None.
+        hold: how long a released value stays reserved for its former owner (None: released at once).
     """
 
     name: str
@@ -224,6 +240,7 @@ class Constraint:
     message: str | None = field(default=None, repr=False, compare=False)
     code: str = field(default=DEFAULT_CODE, compare=False)
     former: Constraint | None = field(default=None, repr=False, compare=False)
+    hold: timedelta | None = field(default=None, compare=False)
 
     @property
     def hashed(self) -> bool:
@@ -244,8 +261,15 @@ class Constraint:
         owner: tuple[Any, ...] | None,
         instance: Any = None,
         owner_model: str | None = None,
+        held_until: datetime | None = None,
     ) -> Violation:
-        """The violation of this constraint by ``values``, held by ``owner``, with its message and code."""
+        """The violation of this constraint by ``values``, held by ``owner``, with its message and code.
+
+        ``held_until``: the value is a release hold of ``owner`` until then.
+        """
+        message = self.describe(values)
+        if held_until is not None and self.message is None:
+            message = f"{message} (held until {held_until.isoformat()})"
         return Violation(
             self.name,
             self.attributes,
@@ -253,8 +277,9 @@ class Constraint:
             owner,
             instance,
             owner_model,
-            message=self.describe(values),
+            message=message,
             code=self.code,
+            held_until=held_until,
         )
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -369,6 +394,7 @@ def resolve_constraints(
                 message=spec.message,
                 code=spec.code,
                 former=spec.former,
+                hold=spec.hold,
             )
             found.append((uc, f"UniqueAttribute {attr_name!r}", spec))
         _refuse_nested(model, attr_name, attribute, set())
@@ -452,6 +478,7 @@ def _resolve_former(
         origin=current.origin,
         message=current.message,
         code=current.code,
+        hold=current.hold,
     )
 
 
@@ -529,4 +556,15 @@ def _resolve_one(
         origin=origin,
         message=uc.message,
         code=uc.code,
+        hold=_hold(model, where, uc.hold),
     )
+
+
+def _hold(model: str, where: str, hold: object) -> timedelta | None:
+    """A checked ``hold=``: None, or a positive ``timedelta`` of whole seconds or more."""
+    if hold is None:
+        return None
+    if not isinstance(hold, timedelta) or hold < timedelta(seconds=1):
+        msg = f"{model}: {where}: hold= must be a timedelta of at least one second, got {hold!r}"
+        raise UniqueConfigError(msg)
+    return hold

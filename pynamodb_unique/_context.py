@@ -83,7 +83,7 @@ class ModelContext:
         """Where the model's lock items live (cached, renewed with the model's connection)."""
         cached = self._locks
         if cached is None or (cached.shared and cached.connection is not connection(self.model)):
-            cached = self._locks = lock_table(self.model)
+            cached = self._locks = lock_table(self.model, expiring=self.planner.expiring)
         return cached
 
     def forget_locks(self) -> None:

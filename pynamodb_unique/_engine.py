@@ -107,7 +107,8 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
     assert isinstance(action, LockPut)  # noqa: S101 - only taken findings come here.
     c = action.constraint
     owner = context.decode_owner(lock_owner(finding.item))
-    return c.violation(action.values, owner, instance, lock_owner_model(finding.item))
+    held_until = context.locks().held_until(finding.item)
+    return c.violation(action.values, owner, instance, lock_owner_model(finding.item), held_until)
 
 
 Desire = Callable[[Stored], dict[str, Any]]

@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
 
+from pynamodb.attributes import TTLAttribute
 from pynamodb.connection import TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
 
-from ._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
 from ._pynamodb import connection as model_connection
 from .exceptions import UniqueConfigError
@@ -34,12 +36,18 @@ class LockTable:
         hash_name: the lock key's attribute name.
         range_name: the sort key's attribute name, or None when the table has none.
         shared: whether the locks share the model's own table.
+        expires_name: the attribute holding a lock's expiry (epoch seconds, DynamoDB's TTL
+            format): the record's own TTL attribute in a shared table, else ``uniq_expires``.
+        expiring: whether the model's locks may expire (it has a ``TTLAttribute`` or a
+            constraint with ``hold=``): its lock puts then also take a lock whose expiry passed.
     """
 
     connection: TableConnection
     hash_name: str
     range_name: str | None
     shared: bool
+    expires_name: str = LOCK_EXPIRES
+    expiring: bool = False
 
     @property
     def table_name(self) -> str:
@@ -58,7 +66,23 @@ class LockTable:
     @cached_property
     def codec(self) -> LockCodec:
         """The lock item's requests in this table."""
-        return LockCodec(self.table_name, self.hash_name, self.range_name)
+        return LockCodec(self.table_name, self.hash_name, self.range_name, self.expires_name, expiring=self.expiring)
+
+    def expiry(self, item: Mapping[str, Any] | None) -> int | None:
+        """A stored lock item's expiry in epoch seconds (None: it does not expire)."""
+        return lock_expiry(item, self.expires_name)
+
+    def expired(self, item: Mapping[str, Any] | None, now: float | None = None) -> bool:
+        """Whether a stored lock item's expiry has passed: any record may take its value."""
+        expiry = self.expiry(item)
+        return expiry is not None and expiry < (time.time() if now is None else now)
+
+    def held_until(self, item: Mapping[str, Any] | None) -> datetime | None:
+        """When a stored lock item is a release hold, the time it ends; else None."""
+        if not item or HELD not in item:
+            return None
+        expiry = self.expiry(item)
+        return None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
 
 
 def _owned_text(fields: int, first: int) -> str:
@@ -82,10 +106,20 @@ class LockCodec:
     its expression machinery on every write.
     """
 
-    def __init__(self, table_name: str, hash_name: str, range_name: str | None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        hash_name: str,
+        range_name: str | None,
+        expires_name: str = LOCK_EXPIRES,
+        *,
+        expiring: bool = False,
+    ) -> None:
         self.table_name = table_name
         self.hash_name = hash_name
         self.range_name = range_name
+        self.expires_name = expires_name
+        self.expiring = expiring
 
     def key(self, lock_key: str) -> dict[str, dict[str, str]]:
         """The DynamoDB key of the lock item for ``lock_key``."""
@@ -120,8 +154,14 @@ class LockCodec:
         constraint: str,
         model: str,
         previous: Mapping[str, Any] | None = None,
+        *,
+        expires: Mapping[str, Any] | None = None,
+        now: int | None = None,
     ) -> dict[str, Any]:
         """Put: take the value when the lock is free or already ``owner``'s (or ``previous``'s: a transfer).
+
+        When the model's locks may expire, a lock whose expiry is before ``now`` is free too: its
+        record expired (DynamoDB's TTL deletes it days later at most) or its hold ended.
 
         Args:
             lock_key: the value's lock key.
@@ -129,19 +169,64 @@ class LockCodec:
             constraint: the constraint's name.
             model: the owner record's model class name.
             previous: the owner fields of a record releasing the value in the same transaction.
+            expires: the record's expiry (``{"N": epoch seconds}``), which the lock carries.
+            now: the current time in epoch seconds (default: the clock's), for expired locks.
         """
         condition = f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})"
         if previous is not None:
             condition = f"({condition} OR {self._owned(previous, len(owner))})"
         item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        if expires is not None:
+            item[self.expires_name] = dict(expires)
+        names = self._names(owner)
+        values = self._values(owner) if previous is None else self._values(owner, previous)
+        if self.expiring:
+            condition = f"({condition} OR #exp < :now)"
+            names["#exp"] = self.expires_name
+            values[":now"] = {"N": str(int(time.time()) if now is None else now)}
         return {
             "TableName": self.table_name,
             "Item": item,
             "ConditionExpression": condition,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            "ExpressionAttributeNames": self._names(owner),
-            "ExpressionAttributeValues": self._values(owner) if previous is None else self._values(owner, previous),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
+
+    def _hold_item(
+        self, lock_key: str, owner: Mapping[str, Any], constraint: str, model: str, until: int
+    ) -> dict[str, Any]:
+        return {
+            **self.key(lock_key),
+            **owner,
+            CONSTRAINT: {"S": constraint},
+            OWNER_MODEL: {"S": model},
+            HELD: {"BOOL": True},
+            self.expires_name: {"N": str(until)},
+        }
+
+    def hold(self, lock_key: str, owner: Mapping[str, Any], constraint: str, model: str, until: int) -> dict[str, Any]:
+        """Put: turn ``owner``'s lock into a release hold ending at ``until`` (epoch seconds).
+
+        The hold stays ``owner``'s, so only that record may take the value back before it ends; it
+        carries the expiry attribute, so DynamoDB's TTL removes it afterwards. Its condition is a
+        release's: the lock is ``owner``'s, or already gone (a resent request).
+        """
+        return {
+            "TableName": self.table_name,
+            "Item": self._hold_item(lock_key, owner, constraint, model, until),
+            "ConditionExpression": f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ExpressionAttributeNames": self._names(owner),
+            "ExpressionAttributeValues": self._values(owner),
+        }
+
+    def hold_if(
+        self, lock_key: str, owner: Mapping[str, Any], constraint: str, model: str, until: int
+    ) -> dict[str, Any]:
+        """Put (Streams, repair): turn the lock into ``owner``'s hold when it names exactly ``owner``."""
+        item = self._hold_item(lock_key, owner, constraint, model, until)
+        return {"TableName": self.table_name, "Item": item, **self._expect(owner)}
 
     def release(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Delete: give the value back when the lock is ``owner``'s (or already gone)."""
@@ -181,9 +266,15 @@ class LockCodec:
         constraint: str,
         model: str,
         expected: Mapping[str, Any] | object | None,
+        expires: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Put (repair): give the lock to ``owner`` when it is absent (``ABSENT``) or names exactly ``expected``."""
+        """Put (repair): give the lock to ``owner`` when it is absent (``ABSENT``) or names exactly ``expected``.
+
+        ``expires``: the record's expiry, which the lock carries.
+        """
         item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        if expires is not None:
+            item[self.expires_name] = dict(expires)
         return {"TableName": self.table_name, "Item": item, **self._expect(expected)}
 
     def delete_if(self, lock_key: str, expected: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -232,14 +323,46 @@ def _separate_table(model: type[Model], table_name: str) -> TableConnection:
     )
 
 
-def lock_table(model: type[Model]) -> LockTable:
-    """Where ``model``'s locks live: ``Meta.unique_lock_table``, or the model's own table."""
+def ttl_attribute(model: type[Model]) -> str | None:
+    """The stored name of ``model``'s ``TTLAttribute``, or None without one."""
+    return next((a.attr_name for a in model.get_attributes().values() if isinstance(a, TTLAttribute)), None)
+
+
+def lock_table(model: type[Model], *, expiring: bool = False) -> LockTable:
+    """Where ``model``'s locks live: ``Meta.unique_lock_table``, or the model's own table.
+
+    Args:
+        model: the model.
+        expiring: whether its locks may expire (a ``TTLAttribute`` or a constraint with ``hold=``).
+    """
     separate = getattr(model.Meta, "unique_lock_table", None)
     if separate:
-        return LockTable(_separate_table(model, separate), LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False)
+        connection = _separate_table(model, separate)
+        return LockTable(connection, LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False, expiring=expiring)
     connection = model_connection(model)
     meta_table = connection.get_meta_table()
-    return LockTable(connection, meta_table.hash_keyname, meta_table.range_keyname, shared=True)
+    # DynamoDB's TTL removes the locks with their records when they carry the records' own TTL attribute.
+    expires_name = ttl_attribute(model) or LOCK_EXPIRES
+    return LockTable(
+        connection,
+        meta_table.hash_keyname,
+        meta_table.range_keyname,
+        shared=True,
+        expires_name=expires_name,
+        expiring=expiring,
+    )
+
+
+def lock_expiry(item: Mapping[str, Any] | None, expires_name: str) -> int | None:
+    """A stored lock item's expiry in epoch seconds, read from ``expires_name`` (None: none)."""
+    raw = (item or {}).get(expires_name)
+    number = raw.get("N") if isinstance(raw, Mapping) else None
+    if number is None:
+        return None
+    try:
+        return int(float(number))
+    except ValueError:
+        return None
 
 
 def is_lock_item(image: Mapping[str, Any]) -> bool:
@@ -276,11 +399,13 @@ def create_lock_table(
     read_capacity_units: int | None = None,
     write_capacity_units: int | None = None,
     tags: dict[str, str] | None = None,
+    ttl: bool = True,
 ) -> None:
     """Create the separate lock table named by ``model.Meta.unique_lock_table``.
 
     It has string keys ``PK`` (hash) and ``SK`` (range), in the model's region and account, so
-    one TransactWriteItems spans it and the model's table.
+    one TransactWriteItems spans it and the model's table. DynamoDB's TTL is enabled on its
+    ``uniq_expires`` attribute, so locks of expired records and ended holds are removed.
 
     Args:
         model: a unique model whose Meta sets ``unique_lock_table``.
@@ -289,6 +414,8 @@ def create_lock_table(
         read_capacity_units: for ``PROVISIONED``.
         write_capacity_units: for ``PROVISIONED``.
         tags: table tags.
+        ttl: enable TTL on ``uniq_expires`` (it waits for the table to be ACTIVE first, as
+            DynamoDB requires).
 
     Raises:
         UniqueConfigError: the model keeps its locks in its own table.
@@ -311,5 +438,7 @@ def create_lock_table(
         write_capacity_units=write_capacity_units,
         tags=tags,
     )
-    while wait and connection.describe_table().get("TableStatus") != "ACTIVE":
+    while (wait or ttl) and connection.describe_table().get("TableStatus") != "ACTIVE":
         time.sleep(0.2)
+    if ttl:
+        connection.update_time_to_live(LOCK_EXPIRES)

@@ -176,7 +176,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         Keyword arguments are the Python attribute names of one constraint, all its parts;
         values are normalized as on write (a partial constraint's condition is not applied).
         While the constraint declares ``former=``, a value free under its current form is
-        looked up under its former form too (a second GetItem).
+        looked up under its former form too (a second GetItem). A release hold (``hold=``)
+        names its former owner until it ends; an expired lock names no one.
 
         Raises:
             InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
@@ -195,7 +196,9 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         # The current form first; during a migration, the former form when the current is free.
         for key in dict.fromkeys(k for k in keys if k is not None):
             data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
-            owner = lock_owner(data.get("Item"))
+            item = data.get("Item")
+            # An expired lock (its record expired, or its hold ended) holds the value for no one.
+            owner = None if locks.expired(item) else lock_owner(item)
             if owner is not None:
                 return context.decode_owner(owner)
         return None

@@ -174,13 +174,20 @@ class LockPut(_LockAction):
 
 @dataclass(frozen=True)
 class LockRelease(_LockAction):
-    """Give a value back: delete its lock on condition that this record owns it (or it is gone)."""
+    """Give a value back: delete its lock on condition that this record owns it (or it is gone).
 
-    op: ClassVar[SentGroup] = "delete"
+    A constraint with ``hold=`` keeps the value reserved instead: the lock is put again as a
+    hold of this record, with an expiry (so it is sent with the puts).
+    """
 
     constraint: Constraint
     key: str
     former: bool = False
+
+    @property
+    def op(self) -> SentGroup:
+        """How it is sent: a delete, or a put for a hold."""
+        return "delete" if self.constraint.hold is None else "put"
 
 
 @dataclass(frozen=True)
@@ -212,6 +219,8 @@ class Plan:
     checks: tuple[LockNotOurs, ...] = ()
     #: The lock key of every constraint after the write, when planning learnt them all (else None).
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
+    #: The record's expiry after the write, serialized (``{"N": ...}``), which its lock puts carry.
+    expires: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def transactional(self) -> bool:
@@ -227,7 +236,8 @@ class Plan:
         groups: dict[SentGroup, list[PlanAction]] = {group: [] for group in SENT_ORDER}
         groups["check"].extend(self.checks)
         groups[self.record.op].append(self.record)
-        groups["delete"].extend(self.releases)
+        for release in self.releases:
+            groups[release.op].append(release)
         groups["put"].extend(self.puts)
         return [action for group in SENT_ORDER for action in groups[group]]
 
@@ -270,6 +280,9 @@ class Planner:
             given set, the attributes read from it (for partial constraints' conditions).
         discriminator: a polymorphic model's DiscriminatorAttribute, else None.
         kind: the model class the discriminator stores for this planner's records (None: none).
+        versioned: whether the model has a ``VersionAttribute``.
+        ttl: the Python name of the model's ``TTLAttribute`` (None: none): its locks carry the
+            record's expiry, and a write that changes the expiry moves it onto them.
     """
 
     constraints: tuple[Constraint, ...]
@@ -279,15 +292,30 @@ class Planner:
     discriminator: Attribute[Any] | None = field(default=None, compare=False)
     kind: type | None = field(default=None, compare=False)
     versioned: bool = field(default=False, compare=False)
+    ttl: str | None = field(default=None, compare=False)
 
     @cached_property
     def unique_names(self) -> tuple[str, ...]:
-        """Python names of every attribute the planner needs: constraint parts and condition reads.
+        """Python names of every attribute the planner needs: constraint parts, condition reads, the expiry.
 
         The record's compare-and-swap covers exactly these.
         """
         names = [a for c in self.constraints for a in (*c.attributes, *c.condition_attributes)]
+        if self.ttl is not None:
+            names.append(self.ttl)
         return tuple(dict.fromkeys(names))
+
+    @cached_property
+    def expiring(self) -> bool:
+        """Whether the model's locks may expire: they carry its records' expiry, or become holds."""
+        return self.ttl is not None or any(c.hold is not None for c in self.constraints)
+
+    def expires(self, values: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The record's expiry in ``values``, serialized as its lock items carry it (None: none)."""
+        if self.ttl is None:
+            return None
+        value = values.get(self.ttl)
+        return None if value is None else self.serialize(self.ttl, value)
 
     def applies(self, constraint: Constraint, values: Mapping[str, Any]) -> bool:
         """Whether a partial constraint's condition holds for ``values`` (always for others).
@@ -427,6 +455,8 @@ class Planner:
         before, known = stored.values, stored.keys if stored.exists else {}
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
         changed = {n for n in old_planner.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
+        # A new expiry moves onto every lock the record keeps: each is put again (owner: this record).
+        moved = old_planner.ttl is not None and changed is not None and old_planner.ttl in changed
         after: dict[str, str | None] | None = {}
         for c, reads in old_planner.reads:
             if changed is not None and changed.isdisjoint(reads):
@@ -435,6 +465,9 @@ class Planner:
                     after = None
                 else:
                     after.update((slot, known.get(slot)) for slot, _ in slots(c))
+                if moved:
+                    held = _forms(old_planner.held_keys(c, stored)).items()
+                    puts.extend(LockPut(c, c.values(desired), key, former) for key, former in held)
                 continue
             old_keys = old_planner.held_keys(c, stored)
             new_keys = old_planner.form_keys(c, desired)
@@ -449,9 +482,11 @@ class Planner:
                     checks.append(LockNotOurs(c, key, former))
                 else:
                     releases.append(LockRelease(c, key, former))
-            puts.extend(LockPut(c, c.values(desired), key, former) for key, former in new.items() if key not in old)
+            taken = new.items() if moved else [(k, f) for k, f in new.items() if k not in old]
+            puts.extend(LockPut(c, c.values(desired), key, former) for key, former in taken)
         guard = Guard(old_planner if stored.exists else self, stored)
-        return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks), after)
+        expires = new_planner.expires(desired)
+        return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks), after, expires)
 
     def _replace(
         self, op: RecordOp, stored: Stored, desired: Mapping[str, Any], new: Planner, not_ours: frozenset[str]
@@ -464,8 +499,11 @@ class Planner:
         gone = [(k, c, former) for k, (c, former) in held.items() if k not in kept]
         releases = tuple(LockRelease(c, k, former) for k, c, former in gone if k not in not_ours)
         checks = tuple(LockNotOurs(c, k, former) for k, c, former in gone if k in not_ours)
-        puts = tuple(LockPut(c, c.values(desired), k, f) for k, (c, f) in wanted.items() if k not in kept)
-        return Plan(RecordWrite(op, Guard(old, stored)), releases, puts, stored, checks)
+        # A new expiry moves onto the kept locks too: they are put again.
+        expires = new.expires(desired)
+        moved = expires != old.expires(stored.values)
+        puts = tuple(LockPut(c, c.values(desired), k, f) for k, (c, f) in wanted.items() if k not in kept or moved)
+        return Plan(RecordWrite(op, Guard(old, stored)), releases, puts, stored, checks, expires=expires)
 
     def delete(self, stored: Stored, *, not_ours: frozenset[str] = frozenset()) -> Plan:
         """Plan a delete of a record assumed to hold ``stored``.

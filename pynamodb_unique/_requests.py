@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.constants import ALL_OLD, RETURN_VALUES_ON_CONDITION_FAILURE
@@ -121,6 +122,8 @@ def lock_kwargs(
     *,
     previous_owner: Model | None = None,
     owner: dict[str, dict[str, Any]] | None = None,
+    expires: Mapping[str, Any] | None = None,
+    now: int | None = None,
 ) -> dict[str, Any]:
     """The request item for one lock action of ``instance``.
 
@@ -132,6 +135,9 @@ def lock_kwargs(
         previous_owner: for a put, a record releasing the same value in the same transaction;
             the put then also accepts a lock it owns (a transfer, as one action).
         owner: the instance's owner fields, when already computed for this request.
+        expires: the record's expiry after the write (:attr:`Plan.expires`), which a put carries.
+        now: the time of the request in epoch seconds (default: the clock's), for expired locks
+            and the end of holds.
     """
     codec = locks.codec
     if owner is None:
@@ -139,13 +145,17 @@ def lock_kwargs(
     if isinstance(action, LockNotOurs):
         return codec.not_ours(action.key, owner)
     if isinstance(action, LockRelease):
-        return codec.release(action.key, owner)
+        hold = action.constraint.hold
+        if hold is None:
+            return codec.release(action.key, owner)
+        until = (int(time.time()) if now is None else now) + int(hold.total_seconds())
+        return codec.hold(action.key, owner, action.namespace, type(instance).__name__, until)
     previous = None
     if previous_owner is not None:
         previous_context = context_of(type(previous_owner))
         assert previous_context is not None  # noqa: S101 - transfers are between unique records.
         previous = previous_context.owner_fields(previous_owner)
-    return codec.put(action.key, owner, action.namespace, type(instance).__name__, previous)
+    return codec.put(action.key, owner, action.namespace, type(instance).__name__, previous, expires=expires, now=now)
 
 
 def build_request(
@@ -174,10 +184,12 @@ def build_request(
     transactional = plan.transactional
     key = context.owner(instance) if transactional or plan.record.op == "delete" else None
     fields = context.owner_fields(instance, key) if transactional else None
+    # One clock reading per request: expired locks and the end of holds are judged against it.
+    now = int(time.time()) if locks.expiring else None
     items = [
         record_kwargs(instance, action, condition, actions, add_version_condition, key)
         if isinstance(action, RecordWrite)
-        else lock_kwargs(context, instance, locks, action, owner=fields)
+        else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
         for action in sent
     ]
     if transactional:

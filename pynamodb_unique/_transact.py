@@ -190,7 +190,9 @@ class TransactWrite(_PynamoTransactWrite):
                     item = record_kwargs(instance, action, entry.condition, entry.actions, entry.add_version_condition)
                 else:
                     previous = entry.transfers.get(action.key) if isinstance(action, LockPut) else None
-                    item = lock_kwargs(context, instance, locks, action, previous_owner=previous)
+                    item = lock_kwargs(
+                        context, instance, locks, action, previous_owner=previous, expires=entry.plan.expires
+                    )
                     if previous is not None:
                         ours = frozenset({me, context_of_instance(previous).owner(previous)})
                 lists[action.op].append(item)

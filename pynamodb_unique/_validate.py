@@ -7,6 +7,7 @@ the write, which remains the authority.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -92,13 +93,16 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
         wanted.extend((constraint, key) for key in planner.form_keys(constraint, values) if key is not None)
     if not wanted:
         return
-    found = read_locks(context.locks(), [key for _, key in wanted], attempts=context.retry_attempts)
+    locks = context.locks()
+    found = read_locks(locks, [key for _, key in wanted], attempts=context.retry_attempts)
     own: OwnerKey | None = None if context.key(instance)[0] is None else context.owner(instance)
     violations: list[Violation] = []
     reported: set[str] = set()
+    now = time.time()
     for constraint, key in wanted:
         item = found.get(key)
-        if item is None or constraint.name in reported:
+        # An expired lock (its record expired, or its hold ended) is free: the write would take it.
+        if item is None or constraint.name in reported or locks.expired(item, now):
             continue
         owner = lock_owner(item)
         if owner is not None and owner == own:
@@ -106,7 +110,11 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
         reported.add(constraint.name)
         violations.append(
             constraint.violation(
-                constraint.values(values), context.decode_owner(owner), instance, lock_owner_model(item)
+                constraint.values(values),
+                context.decode_owner(owner),
+                instance,
+                lock_owner_model(item),
+                locks.held_until(item),
             )
         )
     if violations:

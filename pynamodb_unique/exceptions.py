@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, UpdateError
@@ -69,6 +70,8 @@ class Violation:
             :func:`default_message` (also when left empty here).
         code: the constraint's ``code`` (``"unique"`` unless it says otherwise), for clients that
             translate or branch on it.
+        held_until: when the value is a release hold of its former owner (``hold=``), the time
+            it ends (an aware UTC datetime); None for a value held by a live record.
 
     ``message`` and ``code`` take no part in equality: two violations of the same constraint,
     values and owner are equal however they are worded.
@@ -82,6 +85,7 @@ class Violation:
     owner_model: str | None = field(default=None, compare=False)
     message: str = field(default="", compare=False, repr=False)
     code: str = field(default=DEFAULT_CODE, compare=False)
+    held_until: datetime | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.message:
