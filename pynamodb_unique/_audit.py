@@ -11,15 +11,18 @@ from __future__ import annotations
 import base64
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._constraint import HELD
 from ._context import context_of
 from ._filters import matches
 from ._keys import LOCK_PREFIX
-from ._locks import LockTable, is_lock_item, lock_owner, lock_owner_model
+from ._locks import LockTable, is_lock_item, lock_expiry, lock_owner, lock_owner_model, ttl_attribute
 from ._pynamodb import connection
 from ._registry import (
     TableId,
@@ -54,7 +57,7 @@ Audited = Mapping[str, Any]
 
 
 def jsonable(value: Any) -> Any:
-    """A value as a plain JSON type: bytes as base64 text, numbers as int or float, sets as lists."""
+    """A value as a plain JSON type: bytes as base64 text, numbers as int or float, sets as lists, times in ISO 8601."""
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, Decimal):
@@ -65,7 +68,7 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
-    return value
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def show_key(key: RecordKey) -> str:
@@ -219,6 +222,10 @@ class AuditReport:
         records: records of the model read.
         locks: lock items of the model's constraints read.
         problems: every problem, by constraint, kind and lock key.
+        held: release holds not yet ended (``hold=``): valid, counted apart from ``locks``.
+        expired: locks and holds whose expiry passed (an expired record's, an ended hold):
+            removable, and any record may take their values; DynamoDB's TTL deletes them. Not
+            problems: an expired record counts as gone, so its locks are not orphans.
     """
 
     model: str
@@ -229,6 +236,8 @@ class AuditReport:
     records: int
     locks: int
     problems: tuple[Problem, ...]
+    held: int = 0
+    expired: int = 0
 
     @property
     def clean(self) -> bool:
@@ -248,6 +257,8 @@ class AuditReport:
             "scanned": self.scanned,
             "records": self.records,
             "locks": self.locks,
+            "held": self.held,
+            "expired": self.expired,
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -398,8 +409,12 @@ class Sorted:
         scanned: items read.
         locks: (lock key, owner) of each lock of an audited namespace.
         retired: (lock key, owner) of each lock of a namespace no model declares any more.
-        records: each record of an audited model (:data:`SortedRecord`).
+        records: each record of an audited model (:data:`SortedRecord`); an expired record
+            (its TTL attribute passed) is gone, awaiting DynamoDB's TTL deletion.
         strangers: constraint names of other models' locks.
+        held: release holds not yet ended (``hold=``): valid, not among ``locks``.
+        expired: locks and holds whose expiry passed: anyone may take them, DynamoDB's TTL
+            removes them; not among ``locks``.
     """
 
     scanned: int = 0
@@ -407,6 +422,8 @@ class Sorted:
     retired: list[tuple[str, RecordKey | None]] = field(default_factory=list)
     records: list[SortedRecord] = field(default_factory=list)
     strangers: set[str] = field(default_factory=set)
+    held: int = 0
+    expired: int = 0
 
 
 class _Collector:
@@ -418,6 +435,11 @@ class _Collector:
         self.names = set(scope.names)
         self.mutex = threading.Lock()
         self.scanned = 0
+        self.held = 0
+        self.expired = 0
+        #: The audit's clock: a record or lock whose expiry is before it counts as gone.
+        self.now = time.time()
+        self._ttl_names: dict[type[UniqueMixin], str | None] = {}
         self.foreign_lock_names: set[str] = set()
         # Bounded by the table: one entry per record, per live value and per lock.
         self.records: dict[RecordKey, tuple[type[UniqueMixin], tuple[Any, ...]]] = {}
@@ -499,8 +521,15 @@ class _Collector:
                     found.strangers.add(entry)
                 elif entry is not None:
                     kind, lock_key, owner = entry
-                    (found.locks if kind == "lock" else found.retired).append((lock_key, owner))
+                    if kind == "lock" and self.lock_table.expired(item, self.now):
+                        found.expired += 1
+                    elif kind == "lock" and HELD in item:
+                        found.held += 1
+                    else:
+                        (found.locks if kind == "lock" else found.retired).append((lock_key, owner))
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
+                if self._expired_record(model, item):
+                    continue
                 key, model, values, held = self._record_entry(model, item)
                 held = [entry for entry in held if entry[0] in self.names]
                 found.records.append((key, model, values, held))
@@ -510,6 +539,8 @@ class _Collector:
         """Take in what :meth:`sort` found (one merge per page, under the mutex)."""
         with self.mutex:
             self.scanned += found.scanned
+            self.held += found.held
+            self.expired += found.expired
             self.foreign_lock_names |= found.strangers
             self.locks.update(found.locks)
             self.retired.update(found.retired)
@@ -520,6 +551,14 @@ class _Collector:
                         self.current.add(lock_key)
                     if self.holders.setdefault(lock_key, key) != key:
                         self.more_holders.setdefault(lock_key, []).append(key)
+
+    def _expired_record(self, model: type[UniqueMixin], item: Mapping[str, Any]) -> bool:
+        """Whether a record's ``TTLAttribute`` has passed: it is gone, whatever TTL's lag."""
+        if model not in self._ttl_names:
+            self._ttl_names[model] = ttl_attribute(model)
+        name = self._ttl_names[model]
+        expiry = lock_expiry(item, name) if name is not None else None
+        return expiry is not None and expiry < self.now
 
     def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
         """Sort one page of a records ``table`` and/or of the lock table (``locks``) and take it in."""
@@ -566,6 +605,8 @@ class _Collector:
             records=records,
             locks=locks,
             problems=tuple(self.problems()),
+            held=self.held,
+            expired=self.expired,
         )
 
     @property

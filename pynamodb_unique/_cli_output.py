@@ -117,6 +117,9 @@ def _print_counts(report: AuditReport) -> None:
     click.echo(
         f"{report.model} in {where}: {report.records} records, {report.locks} locks, {report.scanned} items scanned"
     )
+    if report.held or report.expired:
+        # Neither is a problem: holds are valid, expired locks are free and TTL deletes them.
+        click.echo(f"{report.held} release holds, {report.expired} expired locks awaiting TTL deletion")
     counts = audit_counts(report)
     rows = dict(counts)
     if len(counts) > 1:

@@ -6,6 +6,7 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pynamodb.expressions.condition import Condition
@@ -141,8 +142,12 @@ class LockInfo:
         lock_table: the table holding the lock.
         exists: whether the lock item exists.
         owner: the record key the lock names, serialized; None without one.
-        owner_holds: whether that record holds the value now (False: an orphaned lock);
-            None without an owner.
+        owner_holds: whether that record holds the value now (False: an orphaned lock, or a
+            release hold); None without an owner.
+        expires: when the lock expires (its record's expiry, or a hold's end); None: never.
+        held: whether the lock is a release hold (``hold=``): the value stays reserved for its
+            former owner until ``expires``.
+        expired: whether ``expires`` has passed: any record may take the value now.
     """
 
     constraint: str
@@ -152,6 +157,9 @@ class LockInfo:
     exists: bool
     owner: RecordKey | None
     owner_holds: bool | None
+    expires: datetime | None = None
+    held: bool = False
+    expired: bool = False
 
     def describe(self) -> str:
         """Lines for a person."""
@@ -161,10 +169,26 @@ class LockInfo:
         lines += [f"lock key:   {self.lock_key}", f"lock table: {self.lock_table}"]
         if not self.exists:
             return "\n".join([*lines, "lock:       free (no lock item)"])
+        if self.expired and self.expires is not None:
+            when = self.expires.isoformat()
+            return "\n".join([*lines, f"lock:       expired at {when}: any record may take the value"])
         if self.owner is None:
             return "\n".join([*lines, "owner:      none (the lock item names no owner)"])
-        state = "holds the value" if self.owner_holds else "does NOT hold the value: an orphaned lock"
-        return "\n".join([*lines, f"owner:      {show_key(self.owner)} ({state})"])
+        if self.held and self.expires is not None:
+            state = f"a release hold until {self.expires.isoformat()}: only this record may take the value back"
+        elif self.owner_holds:
+            state = "holds the value"
+        else:
+            state = "does NOT hold the value: an orphaned lock"
+        lines.append(f"owner:      {show_key(self.owner)} ({state})")
+        if self.expires is not None and not self.held:
+            lines.append(f"expires:    {self.expires.isoformat()} (with its record)")
+        return "\n".join(lines)
+
+    @property
+    def healthy(self) -> bool:
+        """Whether nothing is wrong: free, held by its owner record, a hold, or expired."""
+        return not self.exists or self.expired or self.held or bool(self.owner_holds)
 
     def to_json(self) -> dict[str, Any]:
         """The lock as plain JSON types."""
@@ -176,6 +200,9 @@ class LockInfo:
             "exists": self.exists,
             "owner": None if self.owner is None else jsonable(self.owner),
             "owner_holds": self.owner_holds,
+            "expires": None if self.expires is None else self.expires.isoformat(),
+            "held": self.held,
+            "expired": self.expired,
         }
 
 
@@ -217,4 +244,17 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
             if record is not None:
                 held = context.lock_keys(model.from_raw_data(record))
                 holds = held.get(constraint.name) == key
-    return LockInfo(constraint.name, parts, key, locks.table_name, item is not None, owner, holds)
+    expiry = locks.expiry(item)
+    expires = None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
+    return LockInfo(
+        constraint.name,
+        parts,
+        key,
+        locks.table_name,
+        item is not None,
+        owner,
+        holds,
+        expires=expires,
+        held=locks.held_until(item) is not None,
+        expired=locks.expired(item),
+    )

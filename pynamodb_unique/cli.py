@@ -231,8 +231,8 @@ def inspect_command(model: Model, values: tuple[str, ...], as_json: bool) -> Non
     """Show one value's lock (owner, constraint) with strongly consistent reads.
 
     Name every attribute of one constraint, or a one-attribute constraint by its name
-    (HANDLE=ada). Exit status 1 when the lock is orphaned (its owner does not hold the value)
-    or names no owner.
+    (HANDLE=ada). Shows a release hold and its end, and a lock's expiry. Exit status 1 when
+    the lock is orphaned (its owner does not hold the value) or names no owner.
 
     \b
     Example:
@@ -249,7 +249,7 @@ def inspect_command(model: Model, values: tuple[str, ...], as_json: bool) -> Non
     with errors(model):
         info = inspect(model, **parsed)
     click.echo(json.dumps(info.to_json(), indent=2) if as_json else info.describe())
-    exit_with(not info.exists or bool(info.owner_holds))
+    exit_with(info.healthy)
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ own writes (whose locks are already in place) cost one read and no write.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -28,7 +29,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
 from ._audit import _Scope
-from ._constraint import OWNER_HASH, OWNER_RANGE
+from ._constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._context import ModelContext, OwnerKey, context_of
 from ._keys import LOCK_PREFIX
 from ._locks import ABSENT, LockTable, is_lock_item, lock_owner
@@ -270,12 +271,14 @@ class _Handler:
             if not wanted.keys() <= looked:
                 looked = {*looked, *wanted}
                 continue
-            fields = self.scope_context().fields_of(owner)
+            scope = self.scope_context()
+            fields = scope.fields_of(owner)
+            expires = self.expires(cls, stored)
             write = _Write()
             for key, (namespace, model_name) in wanted.items():
                 lock = found.get(key)
                 if lock is None:
-                    put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT)
+                    put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT, expires)
                     write.add("put", put, "a lock was created meanwhile")
                     tally.created += 1
                 elif (holder := lock_owner(lock)) != owner:
@@ -287,10 +290,11 @@ class _Handler:
                     tally.left.append(Left(event_id, name, owner, key, reason, holder))
             for key in sorted(looked - wanted.keys()):
                 lock = found.get(key)
-                if lock is not None and lock_owner(lock) == owner:
+                # A hold is already released (the library made it when the value was given up).
+                if lock is not None and lock_owner(lock) == owner and HELD not in lock:
                     # Exactly the owner fields the lock holds: a lock since given to another record stays.
                     expected = {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
-                    write.add("delete", self.locks.codec.delete_if(key, expected), "the lock changed")
+                    write.add(*self.release(key, lock, expected), "the lock changed")
                     tally.released += 1
             if tally.created + tally.released == 0:
                 return tally
@@ -299,6 +303,25 @@ class _Handler:
         tally = _Tally()
         tally.left.append(Left(event_id, name, owner, None, f"the record or its locks changed {ATTEMPTS} times"))
         return tally
+
+    @staticmethod
+    def expires(model: type[UniqueMixin] | None, item: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The stored record's expiry, serialized, which the locks it is given carry (None: none)."""
+        context = context_of(model) if model is not None and item is not None else None
+        if context is None or item is None:
+            return None
+        return context.planner.expires(context.read_record(item)[1])
+
+    def release(self, key: str, lock: Mapping[str, Any], expected: dict[str, Any]) -> tuple[SentGroup, dict[str, Any]]:
+        """The write releasing a lock that names exactly ``expected``: a delete, or a hold (``hold=``)."""
+        namespace = lock.get(CONSTRAINT, {}).get("S")
+        forms = ((c.hold, f) for c in self.scope_context().planner.constraints for f in (c, c.former) if f)
+        hold = next((hold for hold, form in forms if form.name == namespace), None)
+        if hold is None:
+            return "delete", self.locks.codec.delete_if(key, expected)
+        model = lock.get(OWNER_MODEL, {}).get("S") or self.model.__name__
+        until = int(time.time() + hold.total_seconds())
+        return "put", self.locks.codec.hold_if(key, expected, namespace, model, until)
 
     def send(self, write: _Write, check: dict[str, Any]) -> bool:
         """Send the lock writes with the record's check, in transactions of at most 100 actions.

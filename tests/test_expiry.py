@@ -1,0 +1,503 @@
+"""Locks that follow a record's life: TTL-aware locks and release holds, on moto and dynoxide.
+
+Time passing is simulated by writing an expiry in the past into a stored item (the record's TTL
+attribute, or a hold's), as DynamoDB's clock would reach it; DynamoDB's TTL deletion itself lags
+and is never relied upon.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from _backends import Backend, RequestCounter, bind_model
+from _invariant import locks_and_records
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_unique import (
+    TransactWrite,
+    UniqueAttribute,
+    UniqueMixin,
+    UniqueViolation,
+    audit,
+    create_lock_table,
+    inspect,
+    streams,
+)
+from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
+
+EMAIL = "UNIQ#EMAIL#ada@lovelace.io"
+OTHER = "UNIQ#EMAIL#ada@babbage.io"
+HOLD = timedelta(days=30)
+
+
+class Session(UniqueMixin, Model):
+    """A record that expires: its locks carry its expiry."""
+
+    class Meta:
+        table_name = "expiry-sessions"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True))
+    note = UnicodeAttribute(null=True)
+    expires = TTLAttribute(null=True, attr_name="ttl")
+
+
+class Member(UniqueMixin, Model):
+    """A released email stays reserved for its former owner for 30 days."""
+
+    class Meta:
+        table_name = "expiry-members"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True), hold=HOLD)
+    note = UnicodeAttribute(null=True)
+
+
+class SeparateSession(Session):
+    """Locks in a table of their own, whose TTL attribute is ``uniq_expires``."""
+
+    class Meta(Session.Meta):
+        unique_lock_table = "expiry-session-locks"
+
+
+def _bind(model: type[Any], backend: Backend) -> Any:
+    bound = bind_model(model, backend)
+    bound.describe_table()  # The shared botocore client exists before any thread uses it.
+    return bound
+
+
+def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
+    return locks_and_records(model)[0]
+
+
+def _client(model: type[Any]) -> Any:
+    return model._get_connection().connection.client
+
+
+def _set_expiry(model: type[Any], key: dict[str, Any], name: str, epoch: int) -> None:
+    """Move a stored item's expiry, as the passing of time would make it due."""
+    _client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key=key,
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": name},
+        ExpressionAttributeValues={":e": {"N": str(epoch)}},
+    )
+
+
+def _lock_key(lock_key: str) -> dict[str, Any]:
+    return {"PK": {"S": lock_key}, "SK": {"S": "LOCK"}}
+
+
+def _record_key(pk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+
+
+def _race(calls: list[Callable[[], object]]) -> list[object]:
+    """Run the calls in threads released together; return each call's result or exception."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def _in(days: int) -> datetime:
+    return datetime.fromtimestamp(int(time.time()) + days * 86400, tz=UTC)
+
+
+# --- TTL-aware locks -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sessions(backend: Backend) -> type[Session]:
+    model: type[Session] = _bind(Session, backend)
+    return model
+
+
+def test_ttl__locks_carry_the_record_expiry(sessions: type[Session]) -> None:
+    """Each lock carries its record's expiry under the record's own TTL attribute; none without one."""
+    expiry = _in(3)
+    with RequestCounter(sessions) as counter:
+        sessions(pk="S#1", email="ada@lovelace.io", expires=expiry).save()
+        sessions(pk="S#2", email="ada@babbage.io").save()
+    assert counter.operations == ["TransactWriteItems", "TransactWriteItems"]
+    locks = _locks(sessions)
+    assert locks[EMAIL]["ttl"] == {"N": str(int(expiry.timestamp()))}
+    assert "ttl" not in locks[OTHER]
+    # The lock put also takes a lock whose expiry passed.
+    (params, _) = counter.params("TransactWriteItems")
+    puts = [i["Put"] for i in params["TransactItems"] if i["Put"]["Item"]["PK"]["S"] == EMAIL]
+    assert puts[0]["ConditionExpression"].endswith("OR #exp < :now)")
+    assert puts[0]["ExpressionAttributeNames"]["#exp"] == "ttl"
+
+
+def test_ttl__save_moves_a_new_expiry_onto_the_locks(sessions: type[Session]) -> None:
+    """A save that changes the expiry puts each kept lock again with it, in the same transaction."""
+    session = sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1))
+    session.save()
+    later = _in(5)
+    session.expires = later
+    with RequestCounter(sessions) as counter:
+        session.save()
+    (params,) = counter.params("TransactWriteItems")
+    assert len(params["TransactItems"]) == 2  # The record and its one lock.
+    assert _locks(sessions)[EMAIL]["ttl"] == {"N": str(int(later.timestamp()))}
+    # Another field only: a plain PutItem, the lock is not touched.
+    session.note = "hello"
+    with RequestCounter(sessions) as counter:
+        session.save()
+    assert counter.operations == ["PutItem"]
+
+
+def test_ttl__update_moves_and_removes_the_expiry(sessions: type[Session]) -> None:
+    """update() of the expiry moves it onto the locks; removing it removes it from them."""
+    session = sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1))
+    session.save()
+    later = _in(7)
+    with RequestCounter(sessions) as counter:
+        session.update(actions=[Session.expires.set(later)])
+    assert counter.count("TransactWriteItems") == 1
+    assert _locks(sessions)[EMAIL]["ttl"] == {"N": str(int(later.timestamp()))}
+    assert session.expires == later
+    session.update(actions=[Session.expires.remove()])
+    assert "ttl" not in _locks(sessions)[EMAIL]
+    assert session.expires is None
+
+
+def test_ttl__expired_owner_value_taken(sessions: type[Session]) -> None:
+    """A value whose owner expired is taken in one transaction; a live owner's value is refused."""
+    sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
+    with pytest.raises(UniqueViolation) as caught:
+        sessions(pk="S#2", email="ada@lovelace.io").save()
+    assert caught.value.violations[0].held_until is None
+    # Time passes: the record and its lock are due (TTL has not deleted them yet).
+    past = int(time.time()) - 60
+    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
+    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    taker = sessions(pk="S#2", email="ada@lovelace.io")
+    with RequestCounter(sessions) as counter:
+        taker.save()
+    assert counter.operations == ["TransactWriteItems"]
+    lock = _locks(sessions)[EMAIL]
+    assert lock[OWNER_HASH] == {"S": "S#2"}
+    assert "ttl" not in lock
+    assert sessions.unique_owner(email="ada@lovelace.io") == ("S#2", "PROFILE")
+
+
+def test_ttl__expired_owner_cannot_come_back_to_a_taken_value(sessions: type[Session]) -> None:
+    """The expired record renewing its expiry learns its value was taken: UniqueViolation."""
+    old = sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1))
+    old.save()
+    past = int(time.time()) - 60
+    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
+    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    sessions(pk="S#2", email="ada@lovelace.io").save()
+    old.refresh()
+    old.expires = _in(2)
+    with pytest.raises(UniqueViolation) as caught:
+        old.save()
+    assert caught.value.violations[0].owner == ("S#2", "PROFILE")
+    assert _locks(sessions)[EMAIL][OWNER_HASH] == {"S": "S#2"}
+
+
+def test_ttl__validate_unique_and_unique_owner_see_expired_locks_as_free(sessions: type[Session]) -> None:
+    sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
+    with pytest.raises(UniqueViolation):
+        sessions(pk="S#2", email="ada@lovelace.io").validate_unique()
+    _set_expiry(sessions, _lock_key(EMAIL), "ttl", int(time.time()) - 60)
+    sessions(pk="S#2", email="ada@lovelace.io").validate_unique()
+    assert sessions.unique_owner(email="ada@lovelace.io") is None
+
+
+@pytest.mark.integration
+def test_ttl__race_of_two_takers_of_an_expired_value(dynoxide_endpoint: str) -> None:
+    """Two records take an expired owner's value at once: exactly one wins."""
+    model: type[Session] = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
+    model(pk="S#0", email="ada@lovelace.io", expires=_in(1)).save()
+    past = int(time.time()) - 60
+    _set_expiry(model, _record_key("S#0"), "ttl", past)
+    _set_expiry(model, _lock_key(EMAIL), "ttl", past)
+    outcomes = _race([model(pk=f"S#{i}", email="ada@lovelace.io").save for i in (1, 2)])
+    winners = [o for o in outcomes if not isinstance(o, BaseException)]
+    losers = [o for o in outcomes if isinstance(o, UniqueViolation)]
+    assert (len(winners), len(losers)) == (1, 1), outcomes
+    winner = ("S#1", "PROFILE") if isinstance(outcomes[1], UniqueViolation) else ("S#2", "PROFILE")
+    assert losers[0].violations[0].owner == winner
+    assert _locks(model)[EMAIL][OWNER_HASH] == {"S": winner[0]}
+
+
+def test_ttl__separate_lock_table_has_ttl_enabled_and_locks_carry_uniq_expires(backend: Backend) -> None:
+    model = bind_model(SeparateSession, backend)
+    create_lock_table(model, wait=True)
+    client = _client(model)
+    described = client.describe_time_to_live(TableName="expiry-session-locks")["TimeToLiveDescription"]
+    assert described["AttributeName"] == LOCK_EXPIRES
+    assert described["TimeToLiveStatus"] in {"ENABLED", "ENABLING"}
+    expiry = _in(2)
+    model(pk="S#1", email="ada@lovelace.io", expires=expiry).save()
+    item = client.get_item(TableName="expiry-session-locks", Key=_lock_key(EMAIL), ConsistentRead=True)["Item"]
+    assert item[LOCK_EXPIRES] == {"N": str(int(expiry.timestamp()))}
+    client.delete_table(TableName="expiry-session-locks")
+
+
+# --- release holds ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def members(backend: Backend) -> type[Member]:
+    model: type[Member] = _bind(Member, backend)
+    return model
+
+
+def _held_until(lock: dict[str, Any]) -> int:
+    assert lock[HELD] == {"BOOL": True}
+    return int(lock[LOCK_EXPIRES]["N"])
+
+
+def test_hold__delete_turns_the_lock_into_a_hold(members: type[Member]) -> None:
+    """Deleting keeps the value reserved for 30 days, in the same one transaction."""
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    before = int(time.time())
+    with RequestCounter(members) as counter:
+        ada.delete()
+    (params,) = counter.params("TransactWriteItems")
+    assert [next(iter(i)) for i in params["TransactItems"]] == ["Delete", "Put"]
+    lock = _locks(members)[EMAIL]
+    assert lock[OWNER_HASH] == {"S": "M#1"}
+    assert before + HOLD.total_seconds() <= _held_until(lock) <= int(time.time()) + HOLD.total_seconds()
+
+
+def test_hold__others_refused_with_held_until(members: type[Member]) -> None:
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.email = "ada@babbage.io"
+    ada.save()
+    until = _held_until(_locks(members)[EMAIL])
+    with pytest.raises(UniqueViolation) as caught:
+        members(pk="M#2", email="ada@lovelace.io").save()
+    (violation,) = caught.value.violations
+    assert violation.owner == ("M#1", "PROFILE")
+    assert violation.held_until == datetime.fromtimestamp(until, tz=UTC)
+    assert "held until" in violation.message
+    # validate_unique says the same before any write.
+    with pytest.raises(UniqueViolation) as checked:
+        members(pk="M#2", email="ada@lovelace.io").validate_unique()
+    assert checked.value.violations[0].held_until == violation.held_until
+    assert members.unique_owner(email="ada@lovelace.io") == ("M#1", "PROFILE")
+
+
+def test_hold__former_owner_takes_it_back_and_it_no_longer_expires(members: type[Member]) -> None:
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.email = "ada@babbage.io"
+    ada.save()
+    ada.email = "ada@lovelace.io"
+    ada.save()
+    locks = _locks(members)
+    assert HELD not in locks[EMAIL]
+    assert LOCK_EXPIRES not in locks[EMAIL]
+    assert _held_until(locks[OTHER]) > time.time()  # Now the other value is held.
+    # A deleted record recreated under the same key takes its held value back too.
+    ada.delete()
+    members(pk="M#1", email="ada@lovelace.io").save()
+    assert HELD not in _locks(members)[EMAIL]
+
+
+def test_hold__after_expiry_anyone_takes_it(members: type[Member]) -> None:
+    members(pk="M#1", email="ada@lovelace.io").save()
+    members.get("M#1", "PROFILE").delete()
+    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    assert members.unique_owner(email="ada@lovelace.io") is None
+    with RequestCounter(members) as counter:
+        members(pk="M#2", email="ada@lovelace.io").save()
+    assert counter.operations == ["TransactWriteItems"]
+    lock = _locks(members)[EMAIL]
+    assert lock[OWNER_HASH] == {"S": "M#2"}
+    assert HELD not in lock
+
+
+def test_hold__composed_transaction_holds_too(members: type[Member]) -> None:
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    with TransactWrite() as tx:
+        tx.delete(ada)
+    assert _held_until(_locks(members)[EMAIL]) > time.time()
+    with pytest.raises(UniqueViolation):
+        members(pk="M#2", email="ada@lovelace.io").save()
+
+
+@pytest.mark.integration
+def test_hold__race_after_expiry_one_wins(dynoxide_endpoint: str) -> None:
+    model: type[Member] = _bind(Member, Backend("dynoxide", dynoxide_endpoint))
+    model(pk="M#0", email="ada@lovelace.io").save()
+    model.get("M#0", "PROFILE").delete()
+    _set_expiry(model, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    outcomes = _race([model(pk=f"M#{i}", email="ada@lovelace.io").save for i in (1, 2)])
+    assert sum(isinstance(o, UniqueViolation) for o in outcomes) == 1, outcomes
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1, outcomes
+    assert _locks(model)[EMAIL][OWNER_HASH]["S"] in {"M#1", "M#2"}
+
+
+@pytest.mark.integration
+def test_hold__race_owner_retakes_while_another_tries(dynoxide_endpoint: str) -> None:
+    """During the hold, the former owner and a stranger race: the owner always wins."""
+    model: type[Member] = _bind(Member, Backend("dynoxide", dynoxide_endpoint))
+    ada = model(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.email = "ada@babbage.io"
+    ada.save()
+    ada.email = "ada@lovelace.io"
+    outcomes = _race([ada.save, model(pk="M#2", email="ada@lovelace.io").save])
+    assert not isinstance(outcomes[0], BaseException), outcomes
+    assert isinstance(outcomes[1], UniqueViolation)
+    assert _locks(model)[EMAIL][OWNER_HASH] == {"S": "M#1"}
+
+
+# --- Streams ---------------------------------------------------------------------------------
+
+
+def _raw(model: type[Any], key: dict[str, Any]) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = (
+        _client(model).get_item(TableName=model.Meta.table_name, Key=key, ConsistentRead=True).get("Item")
+    )
+    return item
+
+
+def _stream_record(
+    model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One stream record in Lambda's format (string-only items here: no base64 to apply)."""
+    image = new if new is not None else old
+    assert image is not None
+    stream: dict[str, Any] = {"Keys": {k: image[k] for k in ("PK", "SK")}, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    if old is not None:
+        stream["OldImage"] = old
+    if new is not None:
+        stream["NewImage"] = new
+    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{model.Meta.table_name}/stream/2026-12-01T00:00:00.000"
+    return {
+        "eventID": name + str(time.time()),
+        "eventName": name,
+        "eventSource": "aws:dynamodb",
+        "dynamodb": stream,
+        "eventSourceARN": arn,
+    }
+
+
+def test_streams__the_librarys_own_hold_is_left_alone(members: type[Member]) -> None:
+    """A change with hold=: its MODIFY reads the hold and writes nothing."""
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    old = _raw(members, _record_key("M#1"))
+    ada.email = "ada@babbage.io"
+    ada.save()
+    new = _raw(members, _record_key("M#1"))
+    with RequestCounter(members) as counter:
+        report = streams.handle(members, {"Records": [_stream_record(members, "MODIFY", old, new)]})
+    assert (report.released, report.created, report.left) == (0, 0, ())
+    assert counter.count("TransactWriteItems") == 0
+    assert _held_until(_locks(members)[EMAIL]) > time.time()
+
+
+def test_streams__a_bypassing_delete_leaves_a_hold(members: type[Member]) -> None:
+    """A record removed behind the library's back (the console): its values are held, not freed."""
+    members(pk="M#1", email="ada@lovelace.io").save()
+    old = _raw(members, _record_key("M#1"))
+    _client(members).delete_item(TableName=members.Meta.table_name, Key=_record_key("M#1"))
+    report = streams.handle(members, {"Records": [_stream_record(members, "REMOVE", old, None)]})
+    assert (report.released, report.left) == (1, ())
+    lock = _locks(members)[EMAIL]
+    assert lock[OWNER_HASH] == {"S": "M#1"}
+    assert _held_until(lock) > time.time() + HOLD.total_seconds() - 60
+    # Replayed: the hold is already there; nothing is written.
+    with RequestCounter(members) as counter:
+        again = streams.handle(members, {"Records": [_stream_record(members, "REMOVE", old, None)]})
+    assert again.released == 0
+    assert counter.count("TransactWriteItems") == 0
+
+
+def test_streams__a_created_lock_carries_the_record_expiry(sessions: type[Session]) -> None:
+    expiry = int(_in(4).timestamp())
+    item = {"PK": {"S": "S#1"}, "SK": {"S": "PROFILE"}, "email": {"S": "ada@lovelace.io"}, "ttl": {"N": str(expiry)}}
+    _client(sessions).put_item(TableName=sessions.Meta.table_name, Item=item)
+    report = streams.handle(sessions, {"Records": [_stream_record(sessions, "INSERT", None, item)]})
+    assert report.created == 1
+    assert _locks(sessions)[EMAIL]["ttl"] == {"N": str(expiry)}
+
+
+# --- audit and inspect -----------------------------------------------------------------------
+
+
+def test_audit__holds_are_valid_and_expired_locks_removable(members: type[Member]) -> None:
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.email = "ada@babbage.io"
+    ada.save()
+    report = audit(members)
+    assert report.clean, report.problems
+    assert (report.records, report.locks, report.held, report.expired) == (1, 1, 1, 0)
+    assert report.to_json()["held"] == 1
+    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    report = audit(members)
+    assert report.clean, report.problems
+    assert (report.held, report.expired) == (0, 1)
+
+
+def test_audit__an_expired_record_is_gone(sessions: type[Session]) -> None:
+    sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
+    sessions(pk="S#2", email="ada@babbage.io", expires=_in(1)).save()
+    past = int(time.time()) - 60
+    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
+    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    report = audit(sessions)
+    assert report.clean, report.problems
+    assert (report.records, report.locks, report.expired) == (1, 1, 1)
+    # A live record whose lock expired (its expiry moved behind the library's back): unprotected.
+    _set_expiry(sessions, _lock_key(OTHER), "ttl", past)
+    report = audit(sessions)
+    assert [(type(p).__name__, p.lock_key) for p in report.problems] == [("MissingLock", OTHER)]
+
+
+def test_inspect__shows_holds_expiry_and_expired_locks(sessions: type[Session], members: type[Member]) -> None:
+    expiry = _in(2)
+    sessions(pk="S#1", email="ada@lovelace.io", expires=expiry).save()
+    info = inspect(sessions, email="ada@lovelace.io")
+    assert (info.owner_holds, info.held, info.expired, info.expires) == (True, False, False, expiry)
+    assert f"expires:    {expiry.isoformat()} (with its record)" in info.describe()
+    assert info.healthy
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.delete()
+    held = inspect(members, email="ada@lovelace.io")
+    assert (held.held, held.expired, held.owner) == (True, False, ("M#1", "PROFILE"))
+    assert held.expires is not None
+    assert "a release hold until" in held.describe()
+    assert held.to_json()["held"] is True
+    assert held.healthy
+    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    expired = inspect(members, email="ada@lovelace.io")
+    assert expired.expired
+    assert "any record may take the value" in expired.describe()
