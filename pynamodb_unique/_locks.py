@@ -37,7 +37,8 @@ class LockTable:
         range_name: the sort key's attribute name, or None when the table has none.
         shared: whether the locks share the model's own table.
         expires_name: the attribute holding a lock's expiry (epoch seconds, DynamoDB's TTL
-            format): the record's own TTL attribute in a shared table, else ``uniq_expires``.
+            format): in a shared table ``Meta.unique_ttl_attribute``, else the record's own TTL
+            attribute, else ``uniq_expires``; ``uniq_expires`` in a separate lock table.
         expiring: whether the model's locks may expire (it has a ``TTLAttribute`` or a
             constraint with ``hold=``): its lock puts then also take a lock whose expiry passed.
     """
@@ -240,8 +241,17 @@ class LockCodec:
         }
 
     def _expect(self, expected: Mapping[str, Any] | object | None) -> dict[str, Any]:
-        """Condition parts: the lock is absent (``ABSENT``), names no owner (None), or names exactly ``expected``."""
+        """Condition parts: the lock is absent (``ABSENT``), names no owner (None), or names exactly ``expected``.
+
+        When locks may expire, an expired lock counts as absent: any record may take it.
+        """
         if expected is ABSENT:
+            if self.expiring:
+                return {
+                    "ConditionExpression": "(attribute_not_exists (#0) OR #exp < :now)",
+                    "ExpressionAttributeNames": {"#0": self.hash_name, "#exp": self.expires_name},
+                    "ExpressionAttributeValues": {":now": {"N": str(int(time.time()))}},
+                }
             return {
                 "ConditionExpression": "attribute_not_exists (#0)",
                 "ExpressionAttributeNames": {"#0": self.hash_name},
@@ -341,8 +351,9 @@ def lock_table(model: type[Model], *, expiring: bool = False) -> LockTable:
         return LockTable(connection, LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False, expiring=expiring)
     connection = model_connection(model)
     meta_table = connection.get_meta_table()
-    # DynamoDB's TTL removes the locks with their records when they carry the records' own TTL attribute.
-    expires_name = ttl_attribute(model) or LOCK_EXPIRES
+    # DynamoDB's TTL removes the locks with their records when they carry the records' own TTL
+    # attribute; a table has one TTL attribute, which Meta.unique_ttl_attribute may name.
+    expires_name = getattr(model.Meta, "unique_ttl_attribute", None) or ttl_attribute(model) or LOCK_EXPIRES
     return LockTable(
         connection,
         meta_table.hash_keyname,

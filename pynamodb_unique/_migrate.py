@@ -224,7 +224,9 @@ class _Migrator:
                 condition = guard_condition(Guard(context.planner, scanned))
                 check = {"TableName": context.table_name, "Key": context.key_of(holder), **condition}
                 record = by_holder[holder] = _Record(holder, check, [])
-            put = codec.put(problem.lock_key, context.fields_of(holder), problem.constraint, model.__name__)
+            expires = context.planner.expires(problem.audited.get(holder) or {})
+            fields = context.fields_of(holder)
+            put = codec.put(problem.lock_key, fields, problem.constraint, model.__name__, expires=expires)
             record.puts.append((problem, put))
         return list(by_holder.values())
 

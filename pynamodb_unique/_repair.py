@@ -185,8 +185,11 @@ class Fixer:
         """Give the lock to ``holder`` when it is absent (``ABSENT``) or names exactly ``expected``."""
         fields = self.owner_fields(problem, holder)
         assert fields is not None  # noqa: S101 - a holder is a record key.
-        model = self.model_of(problem, holder).__name__
-        return self.locks.codec.put_if(problem.lock_key, fields, problem.constraint, model, expected)
+        model = self.model_of(problem, holder)
+        context = context_of(model)
+        # The lock carries its record's expiry, as the library's own writes give it.
+        expires = context.planner.expires(problem.audited.get(holder) or {}) if context is not None else None
+        return self.locks.codec.put_if(problem.lock_key, fields, problem.constraint, model.__name__, expected, expires)
 
     def plan(self, problem: Problem) -> tuple[FixAction, _Write | None]:
         """The fix of one problem, or ``none``."""

@@ -25,8 +25,10 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
     audit,
+    backfill,
     create_lock_table,
     inspect,
+    repair,
     streams,
 )
 from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
@@ -501,3 +503,61 @@ def test_inspect__shows_holds_expiry_and_expired_locks(sessions: type[Session], 
     expired = inspect(members, email="ada@lovelace.io")
     assert expired.expired
     assert "any record may take the value" in expired.describe()
+
+
+def test_repair__a_live_record_whose_lock_expired_gets_it_back(sessions: type[Session]) -> None:
+    """Repair gives a live record its expired lock again, with the record's expiry."""
+    expiry = _in(3)
+    sessions(pk="S#1", email="ada@lovelace.io", expires=expiry).save()
+    _set_expiry(sessions, _lock_key(EMAIL), "ttl", int(time.time()) - 60)
+    report = audit(sessions)
+    assert [type(p).__name__ for p in report.problems] == ["MissingLock"]
+    repair(sessions, report, apply=True)
+    lock = _locks(sessions)[EMAIL]
+    assert lock[OWNER_HASH] == {"S": "S#1"}
+    assert lock["ttl"] == {"N": str(int(expiry.timestamp()))}
+    assert audit(sessions).clean
+
+
+class Shared(UniqueMixin, Model):
+    """Holds in a single table whose TTL attribute is another model's: named by Meta."""
+
+    class Meta:
+        table_name = "expiry-shared"
+        region = "us-east-1"
+        unique_ttl_attribute = "ttl"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    handle = UniqueAttribute(UnicodeAttribute(null=True), hold=timedelta(hours=1))
+
+
+def test_hold__meta_unique_ttl_attribute_names_the_expiry(backend: Backend) -> None:
+    model = _bind(Shared, backend)
+    record = model(pk="X#1", handle="ada")
+    record.save()
+    record.delete()
+    lock = _locks(model)["UNIQ#HANDLE#ada"]
+    assert lock[HELD] == {"BOOL": True}
+    assert int(lock["ttl"]["N"]) > time.time() + 3000
+    assert LOCK_EXPIRES not in lock
+
+
+def test_backfill__created_locks_carry_the_record_expiry(sessions: type[Session]) -> None:
+    """Records written before the constraint (no locks): backfill gives them locks with their expiry."""
+    expiry = _in(6)
+    for pk, email in (("S#1", "ada@lovelace.io"), ("S#2", "ada@babbage.io")):
+        item = {
+            "PK": {"S": pk},
+            "SK": {"S": "PROFILE"},
+            "email": {"S": email},
+            "ttl": {"N": str(int(expiry.timestamp()))},
+        }
+        _client(sessions).put_item(TableName=sessions.Meta.table_name, Item=item)
+    backfill(sessions)
+    locks = _locks(sessions)
+    assert {k: v["ttl"] for k, v in locks.items()} == {
+        EMAIL: {"N": str(int(expiry.timestamp()))},
+        OTHER: {"N": str(int(expiry.timestamp()))},
+    }
+    assert audit(sessions).clean
