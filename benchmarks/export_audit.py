@@ -5,13 +5,14 @@ each account a record and its email and username locks (3 items), with a little 
 account in 100,000 without its email lock, and as many orphaned locks, so the item count stays 3
 per account), then audits it in a child process and prints items/s, wall time and the child's
 peak RSS (``ru_maxrss``: DuckDB's memory is the process's). Then the live audit of a dynoxide
-table of ``--live-records`` accounts, and the export audit of an export of that same table, each
-in a child process too::
+table of ``--live-records`` accounts (``engine="memory"``, the default, then ``engine="duckdb"``),
+and the export audit of an export of that same table, each in a child process too::
 
     python benchmarks/export_audit.py                        # 1,000,000 accounts: 3,000,000 items
     python benchmarks/export_audit.py --records 100000 --live-records 5000
 
-Starts dynoxide from ``.tools`` (or ``DYNOXIDE_BIN``); ``--live-records 0`` skips the live part.
+Starts dynoxide from ``.tools`` (or ``DYNOXIDE_BIN``); ``--live-records 0`` skips the live part,
+``--records 0`` the generated export.
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ def accounts(count: int) -> Iterator[dict[str, Any]]:
 def child(arguments: list[str]) -> dict[str, Any]:
     """Run this script with ``arguments`` in a child process; what it printed (one JSON document)."""
     done = subprocess.run(  # noqa: S603 - this script, fixed arguments.
-        [sys.executable, __file__, *arguments], check=True, capture_output=True, text=True
+        [sys.executable, __file__, *arguments], check=False, capture_output=True, text=True
     )
+    if done.returncode:
+        msg = f"{' '.join(arguments)} failed:\n{done.stderr}"
+        raise RuntimeError(msg)
     figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return figures
 
@@ -94,20 +98,50 @@ def show(name: str, figures: dict[str, Any]) -> str:
     )
 
 
-def live_rows(records: int, folder: Path, plan: Path) -> list[str]:
-    """The live audit of a dynoxide table of ``records`` healthy accounts, and the export audit of its export."""
+def export_rows(records: int, files: int, folder: Path) -> list[str]:
+    """The export audit of a generated export of ``records`` accounts, damaged every :data:`DAMAGE_EVERY`."""
+    started = time.perf_counter()
+    root = write_export(folder, Account.Meta.table_name, accounts(records), files=files)
+    size = sum(p.stat().st_size for p in (root / "data").iterdir())
+    print(
+        f"wrote {records * ITEMS_PER_ACCOUNT:,} items ({records:,} accounts) in "
+        f"{time.perf_counter() - started:.0f} s: {files} data files, {size / 2**20:,.0f} MiB gzip",
+        flush=True,
+    )
+    plan = folder / "export.json"
+    plan.write_text(json.dumps({Account.Meta.table_name: str(root)}))
+    figures = child(["--audit-export", str(plan)])
+    damaged = (records + DAMAGE_EVERY - 1) // DAMAGE_EVERY
+    if figures["problems"] != ["missing"] * damaged + ["orphaned"] * damaged:
+        msg = f"expected {damaged} missing and {damaged} orphaned locks, found {figures['problems']}"
+        raise AssertionError(msg)
+    row = show(f"export audit, {records:,} accounts", figures)
+    print(row, f"({damaged} missing and {damaged} orphaned locks found, as damaged)", flush=True)
+    return [row]
+
+
+def live_rows(records: int, folder: Path) -> list[str]:
+    """The live audit of a dynoxide table of ``records`` healthy accounts (dict, then DuckDB), and of its export."""
+    rows = []
     with _dynoxide.server() as endpoint:
         model = bind_accounts(Backend("dynoxide", endpoint))
         load_healthy(model, records)
         table = model.Meta.table_name
-        live = child(["--audit-live", endpoint, table])
+        for engine in ("memory", "duckdb"):
+            figures = child(["--audit-live", endpoint, table, "--engine", engine])
+            rows.append(show(f"live audit (engine={engine}), {records:,} accounts", figures))
+            if figures["problems"]:
+                msg = f"a healthy table audited with problems: {figures}"
+                raise AssertionError(msg)
         exports = export_tables(client(model), [table, lock_table_name(model)], folder / "live")
+        plan = folder / "live.json"
         plan.write_text(json.dumps({"endpoint": endpoint, "table": table, **{t: str(p) for t, p in exports.items()}}))
-        exported = child(["--audit-export", str(plan)])
-    if live["problems"] or exported["problems"]:
-        msg = f"a healthy table audited with problems: live {live}, export {exported}"
+        figures = child(["--audit-export", str(plan)])
+    if figures["problems"]:
+        msg = f"the export of a healthy table audited with problems: {figures}"
         raise AssertionError(msg)
-    return [show(f"live audit, {records:,} accounts", live), show(f"export audit, {records:,} accounts", exported)]
+    rows.append(show(f"export audit, {records:,} accounts", figures))
+    return rows
 
 
 def main() -> None:
@@ -119,6 +153,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, help="where to write the exports (a temporary folder by default)")
     parser.add_argument("--audit-export", type=Path, help=argparse.SUPPRESS)  # The child's job.
     parser.add_argument("--audit-live", nargs=2, metavar=("ENDPOINT", "TABLE"), help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="memory", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
@@ -135,30 +170,14 @@ def main() -> None:
     if args.audit_live is not None:
         endpoint, table = args.audit_live
         model = bind_model(Account, Backend("dynoxide", endpoint), table, create=False)
-        measured(lambda: audit(model))
+        measured(lambda: audit(model, engine=args.engine))
         return
 
     with tempfile.TemporaryDirectory(prefix="export-audit-", dir=args.folder) as scratch:
         folder = Path(scratch)
-        started = time.perf_counter()
-        root = write_export(folder, Account.Meta.table_name, accounts(args.records), files=args.files)
-        size = sum(p.stat().st_size for p in (root / "data").iterdir())
-        print(
-            f"wrote {args.records * ITEMS_PER_ACCOUNT:,} items ({args.records:,} accounts) in "
-            f"{time.perf_counter() - started:.0f} s: {args.files} data files, {size / 2**20:,.0f} MiB gzip",
-            flush=True,
-        )
-        plan = folder / "export.json"
-        plan.write_text(json.dumps({Account.Meta.table_name: str(root)}))
-        figures = child(["--audit-export", str(plan)])
-        damaged = (args.records + DAMAGE_EVERY - 1) // DAMAGE_EVERY
-        if figures["problems"] != ["missing"] * damaged + ["orphaned"] * damaged:
-            msg = f"expected {damaged} missing and {damaged} orphaned locks, found {figures['problems']}"
-            raise AssertionError(msg)
-        rows = [show(f"export audit, {args.records:,} accounts", figures)]
-        print(rows[0], f"({damaged} missing and {damaged} orphaned locks found, as damaged)", flush=True)
+        rows = export_rows(args.records, args.files, folder) if args.records else []
         if args.live_records:
-            rows.extend(live_rows(args.live_records, folder, plan))
+            rows.extend(live_rows(args.live_records, folder))
         print("\n| audit | items | wall time | items/s | peak RSS |\n| --- | ---: | ---: | ---: | ---: |")
         print("\n".join(rows))
 

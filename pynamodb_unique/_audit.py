@@ -13,10 +13,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ._constraint import HELD
 from ._context import context_of
@@ -42,6 +43,7 @@ from .exceptions import UniqueConfigError, UniqueError
 
 if TYPE_CHECKING:
     from ._constraint import Constraint
+    from ._export import Joined
     from ._mixin import UniqueMixin
     from ._plan import Planner
 
@@ -648,6 +650,7 @@ def audit(
     export: ExportLocation | Mapping[str, ExportLocation] | None = None,
     memory_limit: str | None = None,
     temp_directory: str | os.PathLike[str] | None = None,
+    engine: Literal["memory", "duckdb"] = "memory",
 ) -> AuditReport:
     """Scan a model's table (and its lock table) once, or read an export of them, and report every lock problem.
 
@@ -660,6 +663,7 @@ def audit(
     (``ExportTableToPointInTime``, DynamoDB JSON format), a consistent snapshot, and DuckDB (the
     ``export`` extra) joins the lock keys records hold with the lock items in bounded memory,
     spilling to ``temp_directory``. The report is the one a scan of the same items gives.
+    ``engine="duckdb"`` does the same with a scan's pages, so a live audit's memory is bounded too.
 
     Args:
         model: a ``UniqueMixin`` model; its Meta gives table, region and host.
@@ -668,16 +672,25 @@ def audit(
         progress: called with the number of items of each page (or batch of an export) read.
         export: an export's folder (``.../AWSDynamoDB/<export id>/``) or its ``s3://`` URL; when
             the model's records and locks are in several tables, a mapping of table name to location.
-        memory_limit: DuckDB's memory limit for an export audit (``"512MB"`` by default).
-        temp_directory: where DuckDB spills for an export audit (a temporary folder by default).
+        memory_limit: DuckDB's memory limit (``"512MB"`` by default).
+        temp_directory: where DuckDB spills (a temporary folder by default).
+        engine: for a scan, ``"memory"`` (a dict per record, no extra needed) or ``"duckdb"``
+            (the ``export`` extra: bounded memory); an export is always joined by DuckDB.
 
     Raises:
         UniqueConfigError: ``model`` has no unique constraints.
         UniqueError: an item of the table cannot be read as a record of ``model``; an export
             that is missing, incomplete, of another table or not in DynamoDB JSON format.
-        ValueError: bad ``segments`` or ``max_rate``, or either given with ``export``.
+        ValueError: bad ``segments`` or ``max_rate``, or either given with ``export``; an unknown
+            ``engine``; ``memory_limit`` or ``temp_directory`` without DuckDB.
         pynamodb.exceptions.ScanError: DynamoDB refused the scan (missing table, no access).
     """
+    if engine not in ("memory", "duckdb"):
+        msg = f"engine must be 'memory' or 'duckdb', got {engine!r}"
+        raise ValueError(msg)
+    if export is None and engine == "memory" and (memory_limit is not None or temp_directory is not None):
+        msg = "memory_limit and temp_directory are DuckDB's: pass export= or engine='duckdb'"
+        raise ValueError(msg)
     scope = _Scope(model)
     context = context_of(model)
     assert context is not None  # noqa: S101 - checked by _Scope.
@@ -698,19 +711,28 @@ def audit(
         scope.check_shared(collector.foreign_lock_names, lock_id)
         return collector.report(model, records=records, locks=lock_count)
 
-    def reader(table: TableId | None, *, locks: bool) -> Callable[[Page], None]:
-        def on_page(items: Page) -> None:
-            collector.add_page(items, table=table, locks=locks)
-            if progress is not None:
-                progress(len(items))
+    with ExitStack() as stack:
+        joined: Joined | None = None
+        if engine == "duckdb":
+            from ._export import Joined  # noqa: PLC0415 - keeps duckdb out of the default audit.
 
-        return on_page
+            joined = stack.enter_context(Joined(collector, memory_limit=memory_limit, temp_directory=temp_directory))
+        add_page = collector.add_page if joined is None else joined.add_page
 
-    for ident, groups in scope.tables.items():
-        scan_pages(
-            connection(groups[0].root), reader(ident, locks=ident == lock_id), segments=segments, max_rate=max_rate
-        )
-    if lock_id not in scope.tables:
-        scan_pages(locks.connection, reader(None, locks=True), segments=segments, max_rate=max_rate)
+        def reader(table: TableId | None, *, locks: bool) -> Callable[[Page], None]:
+            def on_page(items: Page) -> None:
+                add_page(items, table=table, locks=locks)
+                if progress is not None:
+                    progress(len(items))
+
+            return on_page
+
+        for ident, groups in scope.tables.items():
+            scan_pages(
+                connection(groups[0].root), reader(ident, locks=ident == lock_id), segments=segments, max_rate=max_rate
+            )
+        if lock_id not in scope.tables:
+            scan_pages(locks.connection, reader(None, locks=True), segments=segments, max_rate=max_rate)
+        records, lock_count = (len(collector.records), len(collector.locks)) if joined is None else joined.finish()
     scope.check_shared(collector.foreign_lock_names, lock_id)
-    return collector.report(model, records=len(collector.records), locks=len(collector.locks))
+    return collector.report(model, records=records, locks=lock_count)

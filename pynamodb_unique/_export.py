@@ -20,6 +20,7 @@ import json
 import os
 import pickle
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 
 from ._audit import ExportLocation, RecordKey, Sorted, _Collector
 from ._registry import TableId, lock_table_id
+from ._scan import Page
 from .exceptions import UniqueError
 
 if TYPE_CHECKING:
@@ -379,6 +381,60 @@ def _setting(value: str) -> str:
     return value.replace("'", "''")
 
 
+class Joined:
+    """An audit's items joined in DuckDB: pages sorted by the collector go in, the unusual cases come back.
+
+    A context manager: DuckDB's database and spill files live in a temporary folder (inside
+    ``temp_directory`` when given) removed on exit. :meth:`add_page` may be called from several
+    threads (a parallel scan's segments); :meth:`finish` merges into the collector what is not
+    the usual case, once every item is in.
+    """
+
+    def __init__(
+        self,
+        collector: _Collector,
+        *,
+        memory_limit: str | None = None,
+        temp_directory: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.collector = collector
+        self.memory_limit = memory_limit or DEFAULT_MEMORY_LIMIT
+        self.temp_directory = temp_directory
+        self.mutex = threading.Lock()
+        self.stack = ExitStack()
+
+    def __enter__(self) -> Joined:
+        if self.temp_directory is not None:
+            Path(self.temp_directory).mkdir(parents=True, exist_ok=True)
+        with ExitStack() as stack:
+            folder = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="pynamodb-unique-audit-", dir=self.temp_directory)
+            )
+            self.join = _Join(folder, self.memory_limit)
+            stack.callback(self.join.close)
+            self.stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
+        """Sort one page (or batch) of items as the live audit does, and stream what it holds to DuckDB."""
+        found = self.collector.sort(items, table=table, locks=locks)
+        with self.mutex:
+            self.join.add(found)
+        # The counts and other models' lock names go to the collector; the rows went to DuckDB.
+        self.collector.merge(replace(found, locks=[], retired=[], records=[]))
+
+    def finish(self) -> tuple[int, int]:
+        """Merge what is not the usual case into the collector; (records, locks) read."""
+        with self.mutex:
+            counts = self.join.counts()
+            for found in self.join.unusual():
+                self.collector.merge(found)
+        return counts
+
+
 def read_export(
     collector: _Collector,
     export: ExportLocation | Mapping[str, ExportLocation],
@@ -404,33 +460,20 @@ def read_export(
         tables.append(lock_id)
     sources = {table: _Source(location) for table, location in _locations(export, tables).items()}
     plans = [(table, source, source.data_files(str(table))) for table, source in sources.items()]
-    if temp_directory is not None:
-        Path(temp_directory).mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pynamodb-unique-audit-", dir=temp_directory))
-        join = _Join(folder, memory_limit or DEFAULT_MEMORY_LIMIT)
-        stack.callback(join.close)
+    with Joined(collector, memory_limit=memory_limit, temp_directory=temp_directory) as joined:
         for table, source, files in plans:
             records_table = table if table in scope.tables else None
-            batch: list[dict[str, Any]] = []
-
-            def flush(batch: list[dict[str, Any]], records_table: TableId | None = records_table) -> None:
-                found = collector.sort(batch, table=records_table, locks=table == lock_id)  # noqa: B023 - used at once.
-                join.add(found)
-                # The counts and other models' lock names go to the collector; the rows went to DuckDB.
-                collector.merge(replace(found, locks=[], retired=[], records=[]))
-                if progress is not None:
-                    progress(len(batch))
-
+            batch: Page = []
             for data in files:
                 for item in source.items(data):
                     batch.append(item)
                     if len(batch) >= BATCH:
-                        flush(batch)
+                        joined.add_page(batch, table=records_table, locks=table == lock_id)
+                        if progress is not None:
+                            progress(len(batch))
                         batch = []
             if batch:
-                flush(batch)
-        counts = join.counts()
-        for found in join.unusual():
-            collector.merge(found)
-        return counts
+                joined.add_page(batch, table=records_table, locks=table == lock_id)
+                if progress is not None:
+                    progress(len(batch))
+        return joined.finish()

@@ -429,3 +429,23 @@ def test_audit_command__from_export__same_output_and_exit(
     assert [(f.problem.kind, f.problem.lock_key) for f in repair(model).remaining] == [
         ("duplicate", "UNIQ#EMAIL#ada@lovelace.io")
     ]
+
+
+@pytest.mark.parametrize("separate", LAYOUTS)
+def test_live_audit__duckdb_engine__same_report(
+    backend: Backend, tmp_path: Path, separate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine="duckdb" joins a scan's pages in DuckDB (four segments: four threads) into the same report."""
+    monkeypatch.setattr(pynamodb_unique._export, "BATCH", 3)
+    model = bind_accounts(backend, separate=separate)
+    load_healthy(model, 20)
+    damage(model)
+    live = audit(model)
+    joined = audit(model, engine="duckdb", segments=4, temp_directory=tmp_path / "spill")
+    assert joined == live
+    assert _facts(joined) == _facts(live)
+    assert list((tmp_path / "spill").iterdir()) == []
+    with pytest.raises(ValueError, match="engine must be"):
+        audit(model, engine="sqlite")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_limit and temp_directory are DuckDB's"):
+        audit(model, memory_limit="1GB")
