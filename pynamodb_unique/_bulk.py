@@ -290,7 +290,14 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
         return
     with traced:
         traced.sent(len(checks) + len(puts))
-        _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+        try:
+            _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+        except WriteFailed as cancelled:
+            # Its records are settled after the span ends: the span names what they violated now.
+            found = _findings(chunk, cancelled)
+            taken = [f.action for fs in found.values() for f in fs if f.kind == "taken"]
+            traced.violated = [a.constraint.name for a in taken if isinstance(a, LockPut)]
+            raise
 
 
 def _send_chunk_items(
@@ -298,6 +305,19 @@ def _send_chunk_items(
 ) -> None:
     response = send_transaction(connection, {"check": checks, "put": puts}, token, attempts=attempts)
     _telemetry.consumed(response, "bulk_save")
+
+
+def _findings(chunk: _Chunk, cancelled: WriteFailed) -> dict[int, list[Finding]]:
+    """A cancelled chunk's findings, by the ``id`` of the record each belongs to."""
+    checks, puts = chunk.sent()
+    sent = checks + puts
+    ours = {id(r): frozenset({r.owner}) for r in chunk.records}
+    findings = interpret([(action, ours[id(r)]) for r, action, _ in sent], cancelled.reasons)
+    owners = {id(action): r for r, action, _ in sent}
+    found: dict[int, list[Finding]] = {}
+    for finding in findings:
+        found.setdefault(id(owners[id(finding.action)]), []).append(finding)
+    return found
 
 
 @dataclass
@@ -327,14 +347,7 @@ class _Outcomes:
         Raises:
             TransactWriteError: the chunk failed, and no record of it is why.
         """
-        checks, puts = chunk.sent()
-        sent = checks + puts
-        ours = {id(r): frozenset({r.owner}) for r in chunk.records}
-        findings = interpret([(action, ours[id(r)]) for r, action, _ in sent], cancelled.reasons)
-        owners = {id(action): r for r, action, _ in sent}
-        found: dict[int, list[Finding]] = {}
-        for finding in findings:
-            found.setdefault(id(owners[id(finding.action)]), []).append(finding)
+        found = _findings(chunk, cancelled)
         if not found:
             raise cancelled.cause
         again = []

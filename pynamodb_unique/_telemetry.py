@@ -107,7 +107,7 @@ _current: ContextVar[Write | None] = ContextVar("pynamodb_unique_write", default
 class Write:
     """One traced library write: its span and what it did, set as attributes when it ends."""
 
-    __slots__ = ("_scope", "_token", "items", "operation", "plans", "retries", "span", "wcu")
+    __slots__ = ("_scope", "_token", "items", "operation", "plans", "retries", "span", "violated", "wcu")
 
     def __init__(self, facade: _OTel, operation: str, model: str) -> None:
         self.operation = operation
@@ -115,6 +115,8 @@ class Write:
         self.retries = 0
         self.items = 0
         self.wcu: float | None = None
+        #: Constraint names a cancelled request violated, when its error does not carry them.
+        self.violated: list[str] = []
         self.span: Span = facade.tracer.start_span(
             SPAN_PREFIX + operation,
             attributes={"pynamodb_unique.model": model, "pynamodb_unique.operation": operation},
@@ -142,7 +144,7 @@ class Write:
             span.set_attribute(CONSUMED_WCU, self.wcu)
         outcome = _outcome(exc)
         span.set_attribute("pynamodb_unique.outcome", outcome)
-        names = _violated(exc)
+        names = _violated(exc) or sorted(set(self.violated))
         if names:
             span.set_attribute("pynamodb_unique.violated_constraints", names)
         if exc is not None:

@@ -315,6 +315,9 @@ def test_bulk_save__span_per_chunk_and_violations_counted(backend: Backend, otel
     assert chunks
     assert {attrs(s)["pynamodb_unique.model"] for s in chunks} == {"Account"}
     assert delta("pynamodb_unique.violations", **{"pynamodb_unique.constraint": "EMAIL"}) == 1
+    # The cancelled chunk's span names the constraint its records violated.
+    cancelled = [attrs(s) for s in chunks if attrs(s)["pynamodb_unique.outcome"] == "condition_failed"]
+    assert [a["pynamodb_unique.violated_constraints"] for a in cancelled] == [("EMAIL",)]
 
 
 # --- values stay out ------------------------------------------------------------------------
