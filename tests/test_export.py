@@ -105,7 +105,7 @@ class Member(UniqueMixin, Model):
     """A partial constraint (soft-deleted members give their handle back) and hashed ones."""
 
     class Meta:
-        table_name = "members"
+        table_name = "export-members"
         region = REGION
         unique_secret = SECRET
         unique_constraints = [
@@ -155,7 +155,7 @@ class Customer(UniqueMixin, Model):
     """Customers of a single-table design: SK = CUSTOMER."""
 
     class Meta:
-        table_name = "shop"
+        table_name = "export-shop"
         region = REGION
         unique_item_filter = staticmethod(lambda m: m.sk == "CUSTOMER")
 
@@ -168,7 +168,7 @@ class Employee(UniqueMixin, Model):
     """Employees in the same table, with a unique badge."""
 
     class Meta:
-        table_name = "shop"
+        table_name = "export-shop"
         region = REGION
         unique_item_filter = staticmethod(lambda m: m.sk == "EMPLOYEE")
 
@@ -276,9 +276,9 @@ class Badge(UniqueMixin, Model):
     """Numeric keys and a binary unique value, locks in their own table: typed owners, base64 in the export."""
 
     class Meta:
-        table_name = "badges"
+        table_name = "export-badges"
         region = REGION
-        unique_lock_table = "badge-locks"
+        unique_lock_table = "export-badge-locks"
 
     id = NumberAttribute(hash_key=True)
     code = UniqueAttribute(UnicodeAttribute(null=True), normalize=str.upper)
