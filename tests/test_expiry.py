@@ -22,10 +22,12 @@ from pynamodb.models import Model
 from pynamodb_unique import (
     TransactWrite,
     UniqueAttribute,
+    UniqueConfigError,
     UniqueMixin,
     UniqueViolation,
     audit,
     backfill,
+    bulk_save,
     create_lock_table,
     inspect,
     repair,
@@ -561,3 +563,28 @@ def test_backfill__created_locks_carry_the_record_expiry(sessions: type[Session]
         OTHER: {"N": str(int(expiry.timestamp()))},
     }
     assert audit(sessions).clean
+
+
+def test_bulk_save_and_transact_write__locks_carry_the_expiry(sessions: type[Session]) -> None:
+    expiry = _in(2)
+    result = bulk_save([sessions(pk="S#1", email="ada@lovelace.io", expires=expiry)])
+    assert len(result.saved) == 1
+    with TransactWrite() as tx:
+        tx.save(sessions(pk="S#2", email="ada@babbage.io", expires=expiry))
+    assert {k: v["ttl"] for k, v in _locks(sessions).items()} == {
+        EMAIL: {"N": str(int(expiry.timestamp()))},
+        OTHER: {"N": str(int(expiry.timestamp()))},
+    }
+
+
+@pytest.mark.parametrize("hold", [timedelta(0), timedelta(seconds=-5), 30, "30d"])
+def test_hold__must_be_a_positive_timedelta(hold: object) -> None:
+    with pytest.raises(UniqueConfigError, match="hold= must be a timedelta"):
+
+        class Bad(UniqueMixin, Model):
+            class Meta:
+                table_name = "expiry-bad"
+                region = "us-east-1"
+
+            pk = UnicodeAttribute(hash_key=True)
+            email = UniqueAttribute(UnicodeAttribute(), hold=hold)  # type: ignore[arg-type]
