@@ -11,7 +11,9 @@ import gzip
 import importlib
 import json
 import sys
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,13 @@ from _damage import (
 )
 from _export import export_tables, write_export
 from click.testing import CliRunner
-from pynamodb.attributes import BinaryAttribute, DiscriminatorAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import (
+    BinaryAttribute,
+    DiscriminatorAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+)
 from pynamodb.models import Model
 
 import pynamodb_unique._export
@@ -449,3 +457,47 @@ def test_live_audit__duckdb_engine__same_report(
         audit(model, engine="sqlite")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="memory_limit and temp_directory are DuckDB's"):
         audit(model, memory_limit="1GB")
+
+
+class Visit(UniqueMixin, Model):
+    """A record that expires (TTL) and an email released into a 30-day hold."""
+
+    class Meta:
+        table_name = "export-visits"
+        region = REGION
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="VISIT")
+    email = UniqueAttribute(UnicodeAttribute(null=True), hold=timedelta(days=30))
+    expires = TTLAttribute(null=True, attr_name="ttl")
+
+
+def test_export_audit__expired_records_holds_and_expired_locks(backend: Backend, tmp_path: Path) -> None:
+    """Expiry is judged by the same code: expired records gone, holds valid, expired locks counted apart."""
+    model = bind_model(Visit, backend)
+    soon = datetime.fromtimestamp(int(time.time()) + 86400, tz=UTC)
+    for n in range(4):
+        model(pk=f"V#{n}", email=f"v{n}@x.io", expires=soon).save()
+    moved = model.get("V#0", "VISIT")
+    moved.email = "v0@elsewhere.io"
+    moved.save()  # Its old email becomes a hold.
+    past = {":e": {"N": str(int(time.time()) - 60)}}
+    raw = client(model)
+    for key in ({"PK": {"S": "V#1"}, "SK": {"S": "VISIT"}}, {"PK": {"S": "UNIQ#EMAIL#v1@x.io"}, "SK": {"S": "LOCK"}}):
+        raw.update_item(
+            TableName=model.Meta.table_name,
+            Key=key,
+            UpdateExpression="SET #e = :e",
+            ExpressionAttributeNames={"#e": "ttl"},
+            ExpressionAttributeValues=past,
+        )
+    raw.update_item(  # V#2's lock expired behind the library's back while V#2 lives: unprotected.
+        TableName=model.Meta.table_name,
+        Key={"PK": {"S": "UNIQ#EMAIL#v2@x.io"}, "SK": {"S": "LOCK"}},
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": "ttl"},
+        ExpressionAttributeValues=past,
+    )
+    report = assert_same(model, tmp_path)
+    assert (report.held, report.expired) == (1, 2)
+    assert [(p.kind, p.lock_key) for p in report.problems] == [("missing", "UNIQ#EMAIL#v2@x.io")]
