@@ -94,12 +94,14 @@ def audit_command(scanned: Scanned) -> None:
     Kinds: orphaned (the owner is gone or holds another value), missing (a live value without
     its lock), foreign (the lock names another record than the holder), duplicate (records share
     a normalized value). Past 20 problems only the first 20 are listed after the counts (--limit,
-    --all). Exit status 1 when any is found.
+    --all). Exit status 1 when any is found. With --from-export no table is read: a DynamoDB
+    export (DynamoDB JSON) is audited in bounded memory (the export extra).
 
     \b
     Example:
       pynamodb-unique audit myapp.models:Account --segments 4 --max-rate 100
       pynamodb-unique audit myapp.models:Account --endpoint-url http://localhost:8000 --json
+      pynamodb-unique audit myapp.models:Account --from-export s3://bucket/prefix/AWSDynamoDB/<id>/
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
     print_audit(scanned.report, scanned.output)
     exit_with(scanned.report.clean)
