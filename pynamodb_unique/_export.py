@@ -21,6 +21,7 @@ import os
 import pickle
 import tempfile
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
@@ -148,15 +149,20 @@ class _Source:
             UniqueError: the file holds another number of items than the manifest says.
         """
         count = 0
-        with self.open(data.key) as raw, gzip.GzipFile(fileobj=raw) as unzipped:
-            for line in unzipped:
-                if not line.strip():
-                    continue
-                item: dict[str, Any] = json.loads(line)["Item"]
-                if _BINARY[0] in line or _BINARY[1] in line:
-                    item = {name: _decoded(value) for name, value in item.items()}
-                count += 1
-                yield item
+        try:
+            with self.open(data.key) as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+                for line in unzipped:
+                    if not line.strip():
+                        continue
+                    item: dict[str, Any] = json.loads(line)["Item"]
+                    if _BINARY[0] in line or _BINARY[1] in line:
+                        item = {name: _decoded(value) for name, value in item.items()}
+                    count += 1
+                    yield item
+        except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as exc:
+            # A truncated or corrupt download, or another format than gzip DynamoDB JSON lines.
+            msg = f"{data.key} of the export at {self.location} cannot be read after {count} items: {exc!r}"
+            raise UniqueError(msg) from exc
         if count != data.items:
             msg = f"{data.key} of the export at {self.location} holds {count} items, its manifest says {data.items}"
             raise UniqueError(msg)

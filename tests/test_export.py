@@ -340,7 +340,7 @@ def test_export_audit__from_s3(moto_backend: None, tmp_path: Path, separate: boo
 
 
 def test_export_audit__refuses_what_is_not_a_full_export_of_the_tables(moto_backend: None, tmp_path: Path) -> None:
-    """A location for two tables, another table's export, ION, an incremental export, a short file: refused."""
+    """A location for two tables, another table's export, ION, incremental, a miscounted or cut file: refused."""
     model = bind_accounts(Backend("moto", None), separate=True)
     damage(model)
     exports = _export(model, tmp_path)
@@ -367,6 +367,12 @@ def test_export_audit__refuses_what_is_not_a_full_export_of_the_tables(moto_back
     entries[0]["itemCount"] += 1
     files.write_text("".join(json.dumps(e) + "\n" for e in entries))
     with pytest.raises(UniqueError, match=r"holds \d+ items, its manifest says"):
+        audit(model, export=exports)  # type: ignore[arg-type]
+    entries[0]["itemCount"] -= 1
+    files.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    data = max((exports[table] / "data").iterdir(), key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[:-12])  # A download cut short.
+    with pytest.raises(UniqueError, match=r"cannot be read after \d+ items"):
         audit(model, export=exports)  # type: ignore[arg-type]
 
 
