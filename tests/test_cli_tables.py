@@ -169,12 +169,15 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "scanned",
         "records",
         "locks",
+        "held",
+        "expired",
         "constraints",
         "counts",
         "clean",
         "problems",
     }
     assert document["constraints"] == ["EMAIL", "HANDLE", "TENANT_SLUG"]
+    assert (document["held"], document["expired"]) == (0, 0)
     assert document["counts"]["EMAIL"] == {
         "orphaned": 1,
         "missing": 1 + LEGACY,
