@@ -27,6 +27,7 @@ from ._send import (
     derive_token,
     error_code,
     new_token,
+    request_clock,
     retrying,
     send,
 )
@@ -186,6 +187,8 @@ def _write(
     base_token = intent.token
     not_ours: set[str] = set()
     locks = context.locks()
+    # A caller's token resent keeps its first request's clock (expiring locks carry the time).
+    now = request_clock(base_token) if locks.expiring else None
     for step in range(MAX_PLANS):
         plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours))
         request = build_request(
@@ -196,6 +199,7 @@ def _write(
             intent.actions,
             add_version_condition=intent.add_version_condition,
             locks=locks,
+            now=now,
         )
         step_token: str | None = None
         if request.transactional:

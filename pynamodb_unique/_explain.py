@@ -19,7 +19,7 @@ from ._locks import lock_owner
 from ._plan import RecordOp, Stored
 from ._pynamodb import connection
 from ._requests import build_request
-from ._send import check_token
+from ._send import check_token, request_clock
 from .exceptions import InvalidUniqueValue
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def explain(
         request = plain_update_request(context, instance, intent)
     else:
         plan, _ = plan_once(context, record_op, assumed, desire)
+        locks = context.locks()
         request = build_request(
             context,
             instance,
@@ -116,7 +117,9 @@ def explain(
             condition,
             intent.actions,
             add_version_condition=add_version_condition,
-            locks=context.locks(),
+            locks=locks,
+            # The clock a write with the same token would use (expiring locks carry the time).
+            now=request_clock(token) if locks.expiring else None,
         )
     plan = request.plan
     if not request.transactional:

@@ -167,6 +167,7 @@ def build_request(
     *,
     add_version_condition: bool,
     locks: LockTable,
+    now: int | None = None,
 ) -> Request:
     """The request for ``plan``: one item per action, in the order sent.
 
@@ -178,6 +179,8 @@ def build_request(
         actions: the caller's update actions, for an ``update``.
         add_version_condition: PynamoDB's optimistic-locking switch.
         locks: where the lock items live.
+        now: the request's clock (:func:`~pynamodb_unique._send.request_clock`) when its locks may
+            expire; default: the clock's.
     """
     sent = plan.sent()
     # The owner key, serialized once: the lock items name it, a record delete is only the key.
@@ -185,7 +188,8 @@ def build_request(
     key = context.owner(instance) if transactional or plan.record.op == "delete" else None
     fields = context.owner_fields(instance, key) if transactional else None
     # One clock reading per request: expired locks and the end of holds are judged against it.
-    now = int(time.time()) if locks.expiring else None
+    if now is None and locks.expiring:
+        now = int(time.time())
     items = [
         record_kwargs(instance, action, condition, actions, add_version_condition, key)
         if isinstance(action, RecordWrite)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import secrets
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,35 @@ def check_token(token: str | None) -> str | None:
 def new_token() -> str:
     """A fresh token for one logical operation: 128 random bits as 32 hex characters."""
     return secrets.token_hex(16)
+
+
+#: How long DynamoDB honours a ClientRequestToken, in seconds.
+TOKEN_LIFETIME: Final = 600
+#: Tokens whose clock is kept before those past their lifetime are dropped.
+_CLOCKS_KEPT: Final = 4096
+_clocks: dict[str, tuple[int, float]] = {}
+_clocks_lock = threading.Lock()
+
+
+def request_clock(token: str | None) -> int:
+    """The time (epoch seconds) a request judges expired locks and ends holds by.
+
+    A request that may take expired locks carries the time (``:now``), so a resend with the same
+    token would differ from the first one a second later, and DynamoDB would refuse it
+    (IdempotentParameterMismatch). A caller's token therefore keeps the time of its first
+    request, in this process, for as long as DynamoDB honours the token.
+    """
+    now = time.time()
+    if token is None:
+        return int(now)
+    with _clocks_lock:
+        if len(_clocks) > _CLOCKS_KEPT:
+            for stale in [t for t, (_, at) in _clocks.items() if now - at > TOKEN_LIFETIME]:
+                del _clocks[stale]
+        found = _clocks.get(token)
+        if found is None or now - found[1] > TOKEN_LIFETIME:
+            found = _clocks[token] = (int(now), now)
+        return found[0]
 
 
 def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:

@@ -20,7 +20,7 @@ from ._plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Pl
 from ._pynamodb import connection as model_connection
 from ._pynamodb import transaction_lists
 from ._requests import lock_kwargs, record_kwargs
-from ._send import check_token, new_token, retrying
+from ._send import check_token, new_token, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 
@@ -59,13 +59,15 @@ class TransactWrite(_PynamoTransactWrite):
         connection: Connection | None = None,
         **kwargs: Any,
     ) -> None:
+        token = check_token(client_request_token) or new_token()
         super().__init__(
-            client_request_token=check_token(client_request_token) or new_token(),
+            client_request_token=token,
             return_item_collection_metrics=return_item_collection_metrics,
             connection=connection or Connection(),
             **kwargs,
         )
         self._uniq_connection_given = connection is not None
+        self._uniq_token = token
         self._uniq_entries: list[_Entry] = []
 
     def _adopt_connection(self, model: Any) -> None:
@@ -179,6 +181,8 @@ class TransactWrite(_PynamoTransactWrite):
         slots: dict[str, list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]] = {
             group: [None] * len(lists[group]) for group in SENT_ORDER
         }
+        # Expiring locks carry the time: a resend with the same token keeps the first one's.
+        now = request_clock(self._uniq_token)
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             context, instance = entry.context, entry.instance
@@ -191,7 +195,7 @@ class TransactWrite(_PynamoTransactWrite):
                 else:
                     previous = entry.transfers.get(action.key) if isinstance(action, LockPut) else None
                     item = lock_kwargs(
-                        context, instance, locks, action, previous_owner=previous, expires=entry.plan.expires
+                        context, instance, locks, action, previous_owner=previous, expires=entry.plan.expires, now=now
                     )
                     if previous is not None:
                         ours = frozenset({me, context_of_instance(previous).owner(previous)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from pynamodb_unique import (
     UniqueConfigError,
     UniqueMixin,
     UniqueViolation,
+    _send,
     audit,
     backfill,
     bulk_save,
@@ -588,3 +590,40 @@ def test_hold__must_be_a_positive_timedelta(hold: object) -> None:
 
             pk = UnicodeAttribute(hash_key=True)
             email = UniqueAttribute(UnicodeAttribute(), hold=hold)  # type: ignore[arg-type]
+
+
+# --- idempotency -----------------------------------------------------------------------------
+
+
+class _Later:
+    """``time`` as seen by the library, some seconds later: a resend after a lost response."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.sleep = time.sleep
+
+    def time(self) -> float:
+        return time.time() + self.seconds
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("operation", ["save", "delete"])
+def test_token__a_resend_later_is_the_same_request(
+    dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """Expiring locks carry the time; a resend with the caller's token keeps the first request's.
+
+    dynoxide honours tokens: were the resend's ``:now`` (or the hold's end) different, it would
+    answer IdempotentParameterMismatch instead of replaying the first request.
+    """
+    model: type[Member] = _bind(Member, Backend("dynoxide", dynoxide_endpoint))
+    if operation == "delete":
+        model(pk="M#1", email="ada@lovelace.io").save()
+    token = f"resend-{uuid.uuid4().hex[:12]}"
+    # The first request, then the same one from a hand-built instance 5 seconds later.
+    getattr(model(pk="M#1", email="ada@lovelace.io"), operation)(client_request_token=token)
+    first = _locks(model)[EMAIL]
+    monkeypatch.setattr(_send, "time", _Later(5))
+    getattr(model(pk="M#1", email="ada@lovelace.io"), operation)(client_request_token=token)
+    assert _locks(model)[EMAIL] == first
+    assert (HELD in first) == (operation == "delete")
