@@ -3,7 +3,9 @@
 Memory: until the scan ends the audit keeps one entry per record (its key and unique values),
 one per live value (lock key -> holder) and one per lock (lock key -> owner). Measured with
 ``benchmarks/scan_throughput.py`` (tracemalloc): about 4.5 KB per record with two live values,
-so about 4.5 GB per million records. Past what one machine holds, audit on a larger machine.
+so about 4.5 GB per million records. Past what one machine holds, audit a DynamoDB export or
+pass ``engine="duckdb"``: the same sorting of items (:meth:`_Collector.sort`), joined by DuckDB
+in bounded memory (``_export.py``).
 """
 
 from __future__ import annotations
