@@ -21,7 +21,7 @@ from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
 from ._plan import Planner, Stored
 from ._pynamodb import connection, serialized_key
-from ._registry import maintains_locks, planner_of, stored_class
+from ._registry import generation, maintains_locks, planner_of, stored_class
 from ._send import RETRY_ATTEMPTS
 from .exceptions import InvalidUniqueValue
 
@@ -60,6 +60,7 @@ class ModelContext:
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
         self._locks: LockTable | None = None
+        self._locks_generation = -1
 
     # Settings, read when used: tests and the CLI change Meta after the class is defined.
 
@@ -82,8 +83,11 @@ class ModelContext:
     def locks(self) -> LockTable:
         """Where the model's lock items live (cached, renewed with the model's connection)."""
         cached = self._locks
-        if cached is None or (cached.shared and cached.connection is not connection(self.model)):
-            cached = self._locks = lock_table(self.model, expiring=self.planner.expiring)
+        renewed = self._locks_generation != generation()
+        if renewed or cached is None or (cached.shared and cached.connection is not connection(self.model)):
+            # A model registered since may share the lock table, and with it how locks expire.
+            self._locks_generation = generation()
+            cached = self._locks = lock_table(self.model)
         return cached
 
     def forget_locks(self) -> None:
@@ -253,7 +257,8 @@ class ModelContext:
                 continue
             literal = _literal(action)
             if literal is None:
-                msg = f"update() may only .set(<literal>) or .remove() the unique attribute {name!r}, got {action}"
+                what = "the expiry" if name == self.planner.ttl else "the unique attribute"
+                msg = f"update() may only .set(<literal>) or .remove() {what} {name!r}, got {action}"
                 raise InvalidUniqueValue(msg)
             changes[name] = self._python_value(name, literal[1])
         return changes

@@ -17,6 +17,7 @@ from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEM
 from ._constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._keys import LOCK_RANGE_KEY
 from ._pynamodb import connection as model_connection
+from ._registry import lock_sharers, planner_of
 from .exceptions import UniqueConfigError
 
 if TYPE_CHECKING:
@@ -338,22 +339,22 @@ def ttl_attribute(model: type[Model]) -> str | None:
     return next((a.attr_name for a in model.get_attributes().values() if isinstance(a, TTLAttribute)), None)
 
 
-def lock_table(model: type[Model], *, expiring: bool = False) -> LockTable:
+def lock_table(model: type[Model]) -> LockTable:
     """Where ``model``'s locks live: ``Meta.unique_lock_table``, or the model's own table.
 
-    Args:
-        model: the model.
-        expiring: whether its locks may expire (a ``TTLAttribute`` or a constraint with ``hold=``).
+    How its locks expire is settled across every model keeping locks in that table
+    (:func:`lock_expiry_settings`), as their namespaces may be shared.
+
+    Raises:
+        UniqueConfigError: models sharing the lock table expire under different attributes.
     """
     separate = getattr(model.Meta, "unique_lock_table", None)
+    expires_name, expiring = lock_expiry_settings(model, shared=not separate)
     if separate:
         connection = _separate_table(model, separate)
         return LockTable(connection, LOCK_TABLE_HASH, LOCK_TABLE_RANGE, shared=False, expiring=expiring)
     connection = model_connection(model)
     meta_table = connection.get_meta_table()
-    # DynamoDB's TTL removes the locks with their records when they carry the records' own TTL
-    # attribute; a table has one TTL attribute, which Meta.unique_ttl_attribute may name.
-    expires_name = getattr(model.Meta, "unique_ttl_attribute", None) or ttl_attribute(model) or LOCK_EXPIRES
     return LockTable(
         connection,
         meta_table.hash_keyname,
@@ -362,6 +363,34 @@ def lock_table(model: type[Model], *, expiring: bool = False) -> LockTable:
         expires_name=expires_name,
         expiring=expiring,
     )
+
+
+def lock_expiry_settings(model: type[Model], *, shared: bool) -> tuple[str, bool]:
+    """(the lock expiry attribute, whether locks may expire) of ``model``'s lock table.
+
+    Locks may expire when any model keeping locks there has a ``TTLAttribute`` or a constraint
+    with ``hold=``: then every lock Put there also takes an expired lock. In a shared table the
+    expiry attribute is ``Meta.unique_ttl_attribute``, else the models' ``TTLAttribute`` (so
+    DynamoDB's TTL deletes locks with their records), else ``uniq_expires``; a separate lock table
+    always uses ``uniq_expires``.
+
+    Raises:
+        UniqueConfigError: the models sharing the table name different expiry attributes.
+    """
+    sharers = lock_sharers(model)
+    expiring = any(planner.expiring for m in sharers if (planner := planner_of(m)) is not None)
+    if not shared:
+        return LOCK_EXPIRES, expiring
+    explicit = {name for m in sharers if (name := getattr(m.Meta, "unique_ttl_attribute", None))}
+    names = explicit or {name for m in sharers if (name := ttl_attribute(m))}
+    if len(names) > 1:
+        which = ", ".join(sorted(m.__name__ for m in sharers))
+        msg = (
+            f"{which} keep locks in one table but expire under different attributes {sorted(names)}; a table "
+            "has one TTL attribute: set the same Meta.unique_ttl_attribute on each"
+        )
+        raise UniqueConfigError(msg)
+    return (names.pop() if names else LOCK_EXPIRES), expiring
 
 
 def lock_expiry(item: Mapping[str, Any] | None, expires_name: str) -> int | None:

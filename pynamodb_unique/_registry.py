@@ -37,6 +37,8 @@ _mutex = threading.Lock()
 _models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
+# Bumped whenever a model registers: what is cached from the registry is stale after it.
+_generation = 0
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
@@ -136,8 +138,10 @@ def register(model: type[Model]) -> None:
     ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
     mine = namespaces_of(model)
+    global _generation  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
     with _mutex:
         _cache.clear()
+        _generation += 1
         for key, other in _live():
             if key == ident or locks is None or lock_table_id(other) != locks:
                 continue
@@ -146,6 +150,22 @@ def register(model: type[Model]) -> None:
                 if constraint.name in theirs:
                     _check(model, other, constraint, theirs[constraint.name])
         _models[ident] = weakref.ref(model)
+
+
+def generation() -> int:
+    """A number that changes whenever a model registers (to renew what was derived from the registry)."""
+    return _generation
+
+
+def lock_sharers(model: type[Model]) -> list[type[Model]]:
+    """The registered models keeping locks in ``model``'s lock table, ``model`` first.
+
+    Their locks may share namespaces (a polymorphic family, an explicit ``name=``), so how a lock
+    expires is settled across all of them.
+    """
+    locks = lock_table_id(model)
+    others = [m for m in _registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
+    return [model, *others] if locks is not None else [model]
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
