@@ -35,7 +35,7 @@ from ._keys import LOCK_PREFIX
 from ._locks import ABSENT, LockTable, is_lock_item, lock_owner
 from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup, Stored
 from ._pynamodb import connection
-from ._registry import lock_table_id, table_id
+from ._registry import lock_sharers, lock_table_id, namespaces_of, table_id
 from ._repair import Fixer, _Write
 from ._send import batch_read
 
@@ -91,6 +91,8 @@ class StreamReport:
             tables', lock items, other models' records).
         released: locks deleted (their record no longer holds the value).
         created: locks created (a free value the record holds had none).
+        renewed: locks of the record put again as its plain lock: its own release hold (a record
+            restored behind the library's back), or a lock whose expiry is not the record's.
         left: what it would not do, and why: a value another record's lock holds (a duplicate
             value: a person decides, as for the audit's ``DuplicateValue``), a lock naming no
             owner, a stream record without the images it needs, an item that cannot be read as
@@ -101,6 +103,7 @@ class StreamReport:
     released: int
     created: int
     left: tuple[Left, ...]
+    renewed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, e.g. for the Lambda function's log."""
@@ -108,6 +111,7 @@ class StreamReport:
             "records": self.records,
             "released": self.released,
             "created": self.created,
+            "renewed": self.renewed,
             "left": [left.to_json() for left in self.left],
         }
 
@@ -271,23 +275,9 @@ class _Handler:
             if not wanted.keys() <= looked:
                 looked = {*looked, *wanted}
                 continue
-            scope = self.scope_context()
-            fields = scope.fields_of(owner)
             expires = self.expires(cls, stored)
             write = _Write()
-            for key, (namespace, model_name) in wanted.items():
-                lock = found.get(key)
-                if lock is None:
-                    put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT, expires)
-                    write.add("put", put, "a lock was created meanwhile")
-                    tally.created += 1
-                elif (holder := lock_owner(lock)) != owner:
-                    reason = (
-                        "held by another record: a duplicate value, a person decides"
-                        if holder is not None
-                        else "the lock names no owner: run repair"
-                    )
-                    tally.left.append(Left(event_id, name, owner, key, reason, holder))
+            self.keep(event_id, name, owner, wanted, found, expires, write, tally)
             for key in sorted(looked - wanted.keys()):
                 lock = found.get(key)
                 # A hold is already released (the library made it when the value was given up).
@@ -296,13 +286,50 @@ class _Handler:
                     expected = {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
                     write.add(*self.release(key, lock, expected), "the lock changed")
                     tally.released += 1
-            if tally.created + tally.released == 0:
+            if tally.created + tally.released + tally.renewed == 0:
                 return tally
             if self.send(write, self.record_check(cls, owner, stored)):
                 return tally
         tally = _Tally()
         tally.left.append(Left(event_id, name, owner, None, f"the record or its locks changed {ATTEMPTS} times"))
         return tally
+
+    def keep(
+        self,
+        event_id: str,
+        name: str,
+        owner: OwnerKey,
+        wanted: Wanted,
+        found: Mapping[str, dict[str, Any]],
+        expires: dict[str, Any] | None,
+        write: _Write,
+        tally: _Tally,
+    ) -> None:
+        """The writes giving the record each lock it holds: create a free one, renew its own, report another's."""
+        fields = self.scope_context().fields_of(owner)
+        for key, (namespace, model_name) in wanted.items():
+            lock = found.get(key)
+            holder = lock_owner(lock)
+            if lock is None or (holder != owner and self.locks.expired(lock)):
+                # Free: absent, or expired (its record expired, its hold ended): anyone may take it.
+                put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT, expires)
+                write.add("put", put, "a lock was created meanwhile")
+                tally.created += 1
+            elif holder == owner:
+                if HELD in lock or self.locks.expiry(lock) != _epoch(expires):
+                    # The record's own hold (restored behind the library's back), or a lock
+                    # whose expiry is not the record's: made the record's plain lock again.
+                    expected = {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
+                    put = self.locks.codec.put_if(key, fields, namespace, model_name, expected, expires)
+                    write.add("put", put, "the lock changed")
+                    tally.renewed += 1
+            else:
+                reason = (
+                    "held by another record: a duplicate value, a person decides"
+                    if holder is not None
+                    else "the lock names no owner: run repair"
+                )
+                tally.left.append(Left(event_id, name, owner, key, reason, holder))
 
     @staticmethod
     def expires(model: type[UniqueMixin] | None, item: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -315,8 +342,9 @@ class _Handler:
     def release(self, key: str, lock: Mapping[str, Any], expected: dict[str, Any]) -> tuple[SentGroup, dict[str, Any]]:
         """The write releasing a lock that names exactly ``expected``: a delete, or a hold (``hold=``)."""
         namespace = lock.get(CONSTRAINT, {}).get("S")
-        forms = ((c.hold, f) for c in self.scope_context().planner.constraints for f in (c, c.former) if f)
-        hold = next((hold for hold, form in forms if form.name == namespace), None)
+        # The lock's namespace may be a subclass's or another model's in the same lock table.
+        forms = (c for m in lock_sharers(self.model) for c in namespaces_of(m))
+        hold = next((form.hold for form in forms if form.name == namespace), None)
         if hold is None:
             return "delete", self.locks.codec.delete_if(key, expected)
         model = lock.get(OWNER_MODEL, {}).get("S") or self.model.__name__
@@ -350,6 +378,12 @@ class _Tally:
     released: int = 0
     created: int = 0
     left: list[Left] = field(default_factory=list)
+    renewed: int = 0
+
+
+def _epoch(expires: Mapping[str, Any] | None) -> int | None:
+    """A serialized expiry (``{"N": ...}``) in epoch seconds; None for none."""
+    return None if expires is None else int(float(expires["N"]))
 
 
 def _same_key(item: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
@@ -397,7 +431,7 @@ def handle(model: type[UniqueMixin], event: Mapping[str, Any]) -> StreamReport:
         TransientError: throttling or conflicts outlasted the retries (Lambda retries the batch).
     """
     handler = _Handler(model)
-    records = released = created = 0
+    records = released = created = renewed = 0
     left: list[Left] = []
     for record in event.get("Records", ()):
         arn = record.get("eventSourceARN")
@@ -430,8 +464,8 @@ def handle(model: type[UniqueMixin], event: Mapping[str, Any]) -> StreamReport:
                 reason = "no NewImage: set the stream to NEW_AND_OLD_IMAGES, or run audit"
                 left.append(Left(event_id, name, owner, None, reason))
                 continue
-            if old is not None and held == wanted:
-                continue  # No unique value changed: nothing to check, no request.
+            if old is not None and held == wanted and handler.expires(old_cls, old) == handler.expires(new_cls, new):
+                continue  # No unique value nor the expiry changed: nothing to check, no request.
             looked = {*held, *wanted}
         else:
             continue
@@ -440,5 +474,6 @@ def handle(model: type[UniqueMixin], event: Mapping[str, Any]) -> StreamReport:
         tally = handler.fix(event_id, name, owner, keys, looked)
         released += tally.released
         created += tally.created
+        renewed += tally.renewed
         left.extend(tally.left)
-    return StreamReport(records, released, created, tuple(left))
+    return StreamReport(records, released, created, tuple(left), renewed)

@@ -404,6 +404,7 @@ def test_stream_report__to_json() -> None:
         "records": 1,
         "released": 0,
         "created": 0,
+        "renewed": 0,
         "left": [
             {
                 "event_id": "e1",
