@@ -10,6 +10,7 @@ from ._audit import MissingLock as MissingLock
 from ._audit import OrphanedLock as OrphanedLock
 from ._audit import Problem as Problem
 from ._audit import RetiredLock as RetiredLock
+from ._audit import StaleLock as StaleLock
 from ._audit import audit as audit
 from ._bulk import BulkResult as BulkResult
 from ._bulk import bulk_save as bulk_save
@@ -65,6 +66,7 @@ __all__ = [
     "Problem",
     "RepairReport",
     "RetiredLock",
+    "StaleLock",
     "StaleWrite",
     "TransactWrite",
     "TransientError",

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from ._constraint import HELD
 from ._context import context_of
@@ -209,7 +209,32 @@ class RetiredLock(Problem):
         return f"retired lock {self.lock_key}: {self.constraint} is no longer declared ({owner})"
 
 
-PROBLEM_TYPES: tuple[type[Problem], ...] = (OrphanedLock, MissingLock, ForeignLock, DuplicateValue, RetiredLock)
+@dataclass(frozen=True)
+class StaleLock(Problem):
+    """A record's own lock that does not protect it as its record says.
+
+    It is a release hold (``hold=``) that will expire under a live record, restored behind the
+    library's back; or its expiry is not its record's ``TTLAttribute`` (written before the model
+    had one, or moved by a writer that bypassed the library), so TTL would delete it too early
+    or leave it behind.
+    """
+
+    kind: ClassVar[str] = "stale"
+    fixable: ClassVar[bool] = True
+
+    def describe(self) -> str:
+        """One line for a person."""
+        return f"stale lock {self._lock}: {show_key(self.holders[0])}'s own lock, a hold or not carrying its expiry"
+
+
+PROBLEM_TYPES: tuple[type[Problem], ...] = (
+    OrphanedLock,
+    MissingLock,
+    ForeignLock,
+    DuplicateValue,
+    RetiredLock,
+    StaleLock,
+)
 
 
 @dataclass(frozen=True)
@@ -265,6 +290,30 @@ class AuditReport:
             "expired": self.expired,
             "problems": [p.to_json() for p in self.problems],
         }
+
+
+#: The state of a lock that is a release hold.
+HELD_STATE: Final = "held"
+
+
+def lock_state(locks: LockTable, item: Mapping[str, Any]) -> str:
+    """What a lock item says besides its owner: ``held`` (a release hold), its expiry in epoch seconds, or ``""``."""
+    if HELD in item:
+        return HELD_STATE
+    expiry = locks.expiry(item)
+    return "" if expiry is None else str(expiry)
+
+
+def record_state(model: type[UniqueMixin], values: tuple[Any, ...]) -> str:
+    """The state a record's locks should have (:func:`lock_state`): its expiry, or ``""``.
+
+    ``values`` are the record's unique values as the audit read them (``planner.unique_names``).
+    """
+    planner = planner_of(model)
+    if planner is None or planner.ttl is None:
+        return ""
+    expiry = dict(zip(planner.unique_names, values, strict=True)).get(planner.ttl)
+    return "" if expiry is None else str(int(expiry.timestamp()))
 
 
 def unique_planner(model: type[UniqueMixin]) -> Planner:
@@ -411,18 +460,19 @@ class Sorted:
 
     Attributes:
         scanned: items read.
-        locks: (lock key, owner) of each lock of an audited namespace.
+        locks: (lock key, owner, state) of each lock of an audited namespace: its state is
+            :func:`lock_state`.
         retired: (lock key, owner) of each lock of a namespace no model declares any more.
         records: each record of an audited model (:data:`SortedRecord`); an expired record
             (its TTL attribute passed) is gone, awaiting DynamoDB's TTL deletion.
         strangers: constraint names of other models' locks.
-        held: release holds not yet ended (``hold=``): valid, not among ``locks``.
+        held: release holds not yet ended (``hold=``), among ``locks``: valid with no holder.
         expired: locks and holds whose expiry passed: anyone may take them, DynamoDB's TTL
             removes them; not among ``locks``.
     """
 
     scanned: int = 0
-    locks: list[tuple[str, RecordKey | None]] = field(default_factory=list)
+    locks: list[tuple[str, RecordKey | None, str]] = field(default_factory=list)
     retired: list[tuple[str, RecordKey | None]] = field(default_factory=list)
     records: list[SortedRecord] = field(default_factory=list)
     strangers: set[str] = field(default_factory=set)
@@ -450,6 +500,8 @@ class _Collector:
         self.holders: dict[str, RecordKey] = {}
         self.more_holders: dict[str, list[RecordKey]] = {}
         self.locks: dict[str, RecordKey | None] = {}
+        #: The state of each lock that has one (:func:`lock_state`): a hold, or its expiry.
+        self.states: dict[str, str] = {}
         #: Lock keys some record holds under a constraint's current form (the others: former only).
         self.current: set[str] = set()
         #: Locks of namespaces no audited model declares any more, owned by an audited model's records.
@@ -525,12 +577,14 @@ class _Collector:
                     found.strangers.add(entry)
                 elif entry is not None:
                     kind, lock_key, owner = entry
-                    if kind == "lock" and self.lock_table.expired(item, self.now):
+                    if kind == "retired":
+                        found.retired.append((lock_key, owner))
+                    elif self.lock_table.expired(item, self.now):
                         found.expired += 1
-                    elif kind == "lock" and HELD in item:
-                        found.held += 1
                     else:
-                        (found.locks if kind == "lock" else found.retired).append((lock_key, owner))
+                        state = lock_state(self.lock_table, item)
+                        found.held += state == HELD_STATE
+                        found.locks.append((lock_key, owner, state))
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
                 if self._expired_record(model, item):
                     continue
@@ -546,7 +600,10 @@ class _Collector:
             self.held += found.held
             self.expired += found.expired
             self.foreign_lock_names |= found.strangers
-            self.locks.update(found.locks)
+            for lock_key, owner, state in found.locks:
+                self.locks[lock_key] = owner
+                if state:
+                    self.states[lock_key] = state
             self.retired.update(found.retired)
             for key, model, values, held in found.records:
                 self.records[key] = (model, values)
@@ -623,19 +680,26 @@ class _Collector:
         """Compare live values with locks, once the scan is complete."""
         found: list[Problem] = []
         locks, more = self.locks, self.more_holders
+        states = self.states
         for lock_key, holder in self.holders.items():
             owner = locks.get(lock_key, _NO_LOCK)
+            state = states.get(lock_key, "")
             kind: type[Problem]
             if lock_key in more:
                 kind = DuplicateValue
             elif owner is _NO_LOCK:
                 kind = MissingLock
             elif owner != holder:
-                kind = ForeignLock
+                # Under another record's hold, the value is that record's until the hold ends.
+                kind = DuplicateValue if state == HELD_STATE else ForeignLock
+            elif state != record_state(*self.records[holder]):
+                kind = StaleLock
             else:
-                continue  # The usual case: the value's lock names its one holder.
+                continue  # The usual case: the value's lock names its one holder, as its record says.
             found.append(self._problem(kind, lock_key, holder, None if owner is _NO_LOCK else owner))
-        found.extend(self._unheld(OrphanedLock, k, owner) for k, owner in self.locks.items() if k not in self.holders)
+        # A hold no record holds is what it should be: the value stays reserved until it ends.
+        unheld = ((k, owner) for k, owner in locks.items() if k not in self.holders and states.get(k) != HELD_STATE)
+        found.extend(self._unheld(OrphanedLock, k, owner) for k, owner in unheld)
         found.extend(self._unheld(RetiredLock, k, owner) for k, owner in self.retired.items())
         order = {name: i for i, name in enumerate(self.names_found)}
         kinds = {kind.kind: i for i, kind in enumerate(PROBLEM_TYPES)}

@@ -10,10 +10,13 @@ from typing import Any, Final
 
 import click
 
-from ._audit import PROBLEM_TYPES, AuditReport, RetiredLock
+from ._audit import PROBLEM_TYPES, AuditReport, RetiredLock, StaleLock
 from ._cli_common import fail
 from ._migrate import MigrationReport
 from ._repair import Fix, RepairReport
+
+#: Problem kinds whose column the audit's table shows only when one was found.
+OCCASIONAL: Final = (RetiredLock, StaleLock)
 
 #: Problem or fix lines printed before a summary line takes over (about a screen).
 DEFAULT_LIMIT: Final = 20
@@ -124,8 +127,9 @@ def _print_counts(report: AuditReport) -> None:
     rows = dict(counts)
     if len(counts) > 1:
         rows["total"] = {kind.kind: sum(c[kind.kind] for c in counts.values()) for kind in PROBLEM_TYPES}
-    # Retired locks exist only after a constraint was renamed or dropped: their column only then.
-    kinds = [k for k in PROBLEM_TYPES if k is not RetiredLock or any(isinstance(p, k) for p in report.problems)]
+    # Retired locks exist only after a constraint was renamed or dropped, stale ones only with
+    # expiring locks: their columns only then.
+    kinds = [k for k in PROBLEM_TYPES if k not in OCCASIONAL or any(isinstance(p, k) for p in report.problems)]
     width = max(len("constraint"), *(len(name) for name in rows))
     click.echo(f"{'constraint':<{width}}  " + "  ".join(f"{kind.kind:>9}" for kind in kinds))
     for name, row in rows.items():

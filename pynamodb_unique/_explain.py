@@ -119,7 +119,7 @@ def explain(
             add_version_condition=add_version_condition,
             locks=locks,
             # The clock a write with the same token would use (expiring locks carry the time).
-            now=request_clock(token) if locks.expiring else None,
+            now=request_clock(token, keep=False) if locks.expiring else None,
         )
     plan = request.plan
     if not request.transactional:
@@ -190,8 +190,15 @@ class LockInfo:
 
     @property
     def healthy(self) -> bool:
-        """Whether nothing is wrong: free, held by its owner record, a hold, or expired."""
-        return not self.exists or self.expired or self.held or bool(self.owner_holds)
+        """Whether nothing is wrong: free; its owner's plain lock; a hold or an expired lock its owner no longer holds.
+
+        A live record's lock that is a hold or has expired is stale (audit: ``StaleLock``).
+        """
+        if not self.exists:
+            return True
+        if self.expired or self.held:
+            return not self.owner_holds
+        return bool(self.owner_holds)
 
     def to_json(self) -> dict[str, Any]:
         """The lock as plain JSON types."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from ._audit import ExportLocation, RecordKey, Sorted, _Collector
+from ._audit import ExportLocation, RecordKey, Sorted, _Collector, record_state
 from ._registry import TableId, lock_table_id
 from ._scan import Page
 from .exceptions import UniqueError
@@ -239,24 +239,26 @@ def json_key(text: str) -> RecordKey:
 # The join.
 
 _SCHEMA: Final = """
-CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR);
+CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR, state VARCHAR);
 CREATE TABLE retired (lock_key VARCHAR, owner VARCHAR);
 CREATE TABLE records (key VARCHAR, model INTEGER, vals BLOB);
-CREATE TABLE held (lock_key VARCHAR, holder VARCHAR, namespace VARCHAR, former BOOLEAN);
+CREATE TABLE held (lock_key VARCHAR, holder VARCHAR, namespace VARCHAR, former BOOLEAN, state VARCHAR);
 """
 
 # Lock keys that are not the usual case (exactly one record holds the value and its lock names
-# that record): the collector decides what each of them is.
+# that record, in the state the record says: no hold, the record's expiry): the collector
+# decides what each of them is.
 _CANDIDATES: Final = """
 CREATE TEMP TABLE candidates AS
 SELECT h.lock_key FROM (
-    SELECT lock_key, count(DISTINCT holder) AS holders, any_value(holder) AS holder FROM held GROUP BY lock_key
+    SELECT lock_key, count(DISTINCT holder) AS holders, any_value(holder) AS holder, any_value(state) AS state
+    FROM held GROUP BY lock_key
 ) AS h
 LEFT JOIN locks AS l ON l.lock_key = h.lock_key
-WHERE h.holders > 1 OR l.lock_key IS NULL OR l.owner IS DISTINCT FROM h.holder;
+WHERE h.holders > 1 OR l.lock_key IS NULL OR l.owner IS DISTINCT FROM h.holder OR l.state IS DISTINCT FROM h.state;
 
 CREATE TEMP TABLE some_locks AS
-SELECT lock_key, owner FROM locks AS l
+SELECT lock_key, owner, state FROM locks AS l
 WHERE l.lock_key IN (SELECT lock_key FROM candidates)
    OR NOT EXISTS (SELECT 1 FROM held AS h WHERE h.lock_key = l.lock_key);
 
@@ -314,24 +316,35 @@ class _Join:
         The rows are inserted on the writer thread while the next batch is read and sorted
         (DuckDB releases the GIL); at most one batch waits, so memory stays bounded.
         """
+        lock_rows, retired = found.locks, found.retired
         inserts: list[_Insert] = [
-            (table, ("VARCHAR", "VARCHAR"), [[k for k, _ in rows], [key_text(o) for _, o in rows]])
-            for table, rows in (("locks", found.locks), ("retired", found.retired))
+            (
+                "locks",
+                ("VARCHAR", "VARCHAR", "VARCHAR"),
+                [[k for k, _, _ in lock_rows], [key_text(o) for _, o, _ in lock_rows], [s for _, _, s in lock_rows]],
+            ),
+            (
+                "retired",
+                ("VARCHAR", "VARCHAR"),
+                [[k for k, _ in retired], [key_text(o) for _, o in retired]],
+            ),
         ]
         keys: list[Any] = []
         models: list[Any] = []
         values: list[Any] = []
-        held: list[list[Any]] = [[], [], [], []]
+        held: list[list[Any]] = [[], [], [], [], []]
         for key, model, vals, locks in found.records:
             text = key_text(key)
             keys.append(text)
             models.append(self.models.setdefault(model, len(self.models)))
             values.append(pickle.dumps(vals, protocol=pickle.HIGHEST_PROTOCOL))
+            # The state its locks should have, compared in the join with what they have.
+            state = record_state(model, vals)
             for namespace, lock_key, former in locks:
-                for column, value in zip(held, (lock_key, text, namespace, former), strict=True):
+                for column, value in zip(held, (lock_key, text, namespace, former, state), strict=True):
                     column.append(value)
         inserts.append(("records", ("VARCHAR", "INTEGER", "BLOB"), [keys, models, values]))
-        inserts.append(("held", ("VARCHAR", "VARCHAR", "VARCHAR", "BOOLEAN"), held))
+        inserts.append(("held", ("VARCHAR", "VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"), held))
         self.flush()
         self.pending = self.writer.submit(self._insert, inserts)
 
@@ -357,12 +370,16 @@ class _Join:
         """
         self.db.execute(_CANDIDATES)
         models = {index: model for model, index in self.models.items()}
-        for table, query in (("locks", "SELECT * FROM some_locks"), ("retired", "SELECT * FROM retired")):
-            cursor = self.db.execute(query)
-            while rows := cursor.fetchmany(BATCH):
-                found = Sorted()
-                getattr(found, table).extend((lock_key, key_of(owner)) for lock_key, owner in rows)
-                yield found
+        cursor = self.db.execute("SELECT * FROM some_locks")
+        while rows := cursor.fetchmany(BATCH):
+            found = Sorted()
+            found.locks.extend((lock_key, key_of(owner), state) for lock_key, owner, state in rows)
+            yield found
+        cursor = self.db.execute("SELECT * FROM retired")
+        while rows := cursor.fetchmany(BATCH):
+            found = Sorted()
+            found.retired.extend((lock_key, key_of(owner)) for lock_key, owner in rows)
+            yield found
         cursor = self.db.execute(_SOME_RECORDS)
         while rows := cursor.fetchmany(BATCH):
             found = Sorted()

@@ -27,6 +27,7 @@ from ._audit import (
     Problem,
     RecordKey,
     RetiredLock,
+    StaleLock,
     audit,
     unique_planner,
 )
@@ -41,7 +42,7 @@ from ._send import retrying
 if TYPE_CHECKING:
     from ._mixin import UniqueMixin
 
-FixAction = Literal["delete", "create", "move", "none"]
+FixAction = Literal["delete", "create", "move", "renew", "none"]
 Outcome = Literal["planned", "applied", "skipped", "left"]
 
 _VERBS: dict[FixAction, tuple[str, str, str]] = {
@@ -49,6 +50,7 @@ _VERBS: dict[FixAction, tuple[str, str, str]] = {
     "delete": ("would delete", "deleted", "not deleted"),
     "create": ("would create", "created", "not created"),
     "move": ("would move", "moved", "not moved"),
+    "renew": ("would renew", "renewed", "not renewed"),
 }
 
 
@@ -212,6 +214,12 @@ class Fixer:
             put = self.lock_put(problem, holder, ABSENT)
             write.add("put", put, "a lock was created meanwhile")
             return "create", write
+        if isinstance(problem, StaleLock):
+            # The record's own lock, put again as its record says: no hold, the record's expiry.
+            (holder,) = problem.holders
+            write.add("check", self.record_check(problem, holder), "the record changed")
+            write.add("put", self.lock_put(problem, holder, self.owner_fields(problem, owner)), "the lock changed")
+            return "renew", write
         if isinstance(problem, ForeignLock):
             (holder,) = problem.holders
             if owner is not None:
@@ -294,7 +302,10 @@ def repair(
       fields are unchanged and both records are still as audited;
     - a value held by more than one record is left for a person: no holder gets it;
     - a retired lock (of a constraint name the model no longer declares, after a rename) is
-      deleted, on condition that its owner fields are unchanged.
+      deleted, on condition that its owner fields are unchanged;
+    - a stale lock (the record's own release hold, or a lock not carrying its record's expiry)
+      is put again as the record's plain lock with its expiry, on condition that its owner
+      fields are unchanged and the record is still as audited.
 
     Args:
         model: the audited ``UniqueMixin`` model.
@@ -312,7 +323,7 @@ def repair(
             than a failed condition.
     """
     report = report if report is not None else audit(model)
-    fixable = (OrphanedLock, MissingLock, ForeignLock, RetiredLock)
+    fixable = (OrphanedLock, MissingLock, ForeignLock, RetiredLock, StaleLock)
     return _fix(model, report, apply=apply, only=fixable, left_reason="", workers=1, progress=progress)
 
 

@@ -184,6 +184,7 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "foreign": 0,
         "duplicate": 1,
         "retired": 0,
+        "stale": 0,
     }
     assert document["counts"]["TENANT_SLUG"] == {
         "orphaned": 0,
@@ -191,6 +192,7 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "foreign": 0,
         "duplicate": 0,
         "retired": 0,
+        "stale": 0,
     }
     assert document["clean"] is False
     assert len(document["problems"]) == PROBLEMS
