@@ -108,3 +108,13 @@ def transaction_lists(tx: TransactWrite) -> dict[str, list[dict[str, Any]]]:
         "put": tx._put_items,
         "update": tx._update_items,
     }
+
+
+def set_transaction_token(tx: TransactWrite, token: str) -> None:
+    """Give a PynamoDB transaction the ClientRequestToken its next commit sends.
+
+    Why: a transaction re-planned after a cancellation (a lock to release found to be another
+    record's) is another request, which DynamoDB refuses under the first one's token. Replacement:
+    a public way to set a ``TransactWrite``'s token before committing.
+    """
+    tx._client_request_token = token

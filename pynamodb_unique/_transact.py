@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,9 +19,9 @@ from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Intent, after_success, interpret, violation
 from ._plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
 from ._pynamodb import connection as model_connection
-from ._pynamodb import transaction_lists
+from ._pynamodb import set_transaction_token, transaction_lists
 from ._requests import lock_kwargs, record_kwargs
-from ._send import check_token, new_token, request_clock, retrying
+from ._send import check_token, derive_token, new_token, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 
@@ -59,15 +60,18 @@ class TransactWrite(_PynamoTransactWrite):
         connection: Connection | None = None,
         **kwargs: Any,
     ) -> None:
-        token = check_token(client_request_token) or new_token()
+        given = check_token(client_request_token)
+        #: The token the first commit sends; a re-planned commit sends one derived from it.
+        self._uniq_base_token = given or new_token()
         super().__init__(
-            client_request_token=token,
+            client_request_token=self._uniq_base_token,
             return_item_collection_metrics=return_item_collection_metrics,
             connection=connection or Connection(),
             **kwargs,
         )
         self._uniq_connection_given = connection is not None
-        self._uniq_token = token
+        #: The caller's token, whose resend keeps its first request's clock (None: the library's own).
+        self._uniq_token = given
         self._uniq_entries: list[_Entry] = []
 
     def _adopt_connection(self, model: Any) -> None:
@@ -148,27 +152,39 @@ class TransactWrite(_PynamoTransactWrite):
 
     # Commit.
 
-    def _plan_entries(self) -> None:
-        """Plan every entry, merging a release and a take of one value into one transfer."""
+    def _plan_entries(self, not_ours: Mapping[int, frozenset[str]] | None = None) -> None:
+        """Plan every entry, merging a release and a take of one value into one transfer.
+
+        Args:
+            not_ours: by entry index, lock keys found to be another record's: checked, not released.
+        """
         keys = [(*e.context.owner(e.instance), type(e.instance).Meta.table_name) for e in self._uniq_entries]
         if len(set(keys)) != len(keys):
             msg = "a transaction may not write one record twice"
             raise InvalidUniqueValue(msg)
-        for entry in self._uniq_entries:
+        for index, entry in enumerate(self._uniq_entries):
             planner = entry.context.planner
+            foreign = (not_ours or {}).get(index, frozenset())
+            entry.transfers.clear()
             if entry.op == "delete":
-                entry.plan = planner.delete(entry.assumed)
+                entry.plan = planner.delete(entry.assumed, not_ours=foreign)
             else:
-                entry.plan = planner.write(entry.op, entry.assumed, entry.desired)
-        releases = {r.key: e for e in self._uniq_entries for r in (e.plan.releases if e.plan else ())}
-        taken: set[str] = set()
+                entry.plan = planner.write(entry.op, entry.assumed, entry.desired, not_ours=foreign)
+        # A lock is one item of one lock table: the same key in another table is another lock.
+        releases = {
+            (e.context.locks().table_name, r.key): e
+            for e in self._uniq_entries
+            for r in (e.plan.releases if e.plan else ())
+        }
+        taken: set[tuple[str, str]] = set()
         for entry in self._uniq_entries:
+            table = entry.context.locks().table_name
             for put in entry.plan.puts if entry.plan else ():
-                if put.key in taken:
+                if (table, put.key) in taken:
                     msg = f"two records in this transaction take the same value ({put.constraint.name})"
                     raise InvalidUniqueValue(msg)
-                taken.add(put.key)
-                previous = releases.get(put.key)
+                taken.add((table, put.key))
+                previous = releases.get((table, put.key))
                 if previous is not None and previous.plan is not None:
                     entry.transfers[put.key] = previous.instance
                     kept = tuple(r for r in previous.plan.releases if r.key != put.key)
@@ -218,21 +234,50 @@ class TransactWrite(_PynamoTransactWrite):
 
     def _commit_traced(self, what: str, traced: _telemetry.Write | None) -> Any:
         self._plan_entries()
-        slots = self._materialize()
-        _telemetry.sending(what, "transact_write", "TransactWriteItems", len(slots), 1)
-        if traced is not None:
-            traced.sent(len(slots))
-        try:
-            # The same request, and so the same token, on every resend.
-            response = retrying(super()._commit)
-        except TransactWriteError as exc:
-            self._raise_for(exc, slots)
+        lists = transaction_lists(self)
+        callers = {group: list(items) for group, items in lists.items()}
+        for step in range(2):
+            slots = self._materialize()
+            _telemetry.sending(what, "transact_write", "TransactWriteItems", len(slots), step + 1)
+            if traced is not None:
+                traced.sent(len(slots))
+            try:
+                # The same request, and so the same token, on every resend.
+                response = retrying(super()._commit)
+                break
+            except TransactWriteError as exc:
+                foreign = self._foreign_only(exc, slots)
+                if step > 0 or not foreign:
+                    self._raise_for(exc, slots)
+                # A lock to release is another record's (its record expired and the value was
+                # taken, or it was moved by repair): planned again, checked instead of released.
+                _telemetry.replanned(what, "transact_write", step + 2, 2)
+                self._plan_entries(foreign)
+                for group, items in lists.items():
+                    items[:] = callers[group]
+                items_sent = [item for group in SENT_ORDER for item in lists[group]]
+                set_transaction_token(self, derive_token(self._uniq_base_token, step + 1, items_sent))
         _telemetry.consumed(response, "transact_write")
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             intent = Intent(entry.op, entry.condition, entry.actions, entry.add_version_condition, None)
             after_success(entry.context, entry.instance, intent, entry.plan, entry.desired, {}, load=False)
         return response
+
+    def _foreign_only(
+        self, exc: TransactWriteError, slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]
+    ) -> dict[int, frozenset[str]]:
+        """By entry index, the locks to release found another record's, when nothing else failed; else empty."""
+        findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
+        index = {id(entry): i for i, entry in enumerate(self._uniq_entries)}
+        by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
+        foreign: dict[int, set[str]] = {}
+        for finding in findings:
+            entry = by_action.get(id(finding.action))
+            if finding.kind != "foreign" or entry is None or not isinstance(finding.action, LockRelease):
+                return {}
+            foreign.setdefault(index[id(entry)], set()).add(finding.action.key)
+        return {i: frozenset(keys) for i, keys in foreign.items()}
 
     @staticmethod
     def _record_problem(entry: _Entry, item: dict[str, Any] | None) -> str | None:
