@@ -29,7 +29,7 @@ from ._plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWri
 from ._pynamodb import connection as model_connection
 from ._pynamodb import serialized_key
 from ._requests import build_request
-from ._send import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS, WriteFailed, send_transaction
+from ._send import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS, WriteFailed, request_clock, send_transaction
 from .exceptions import InvalidUniqueValue, Violation
 
 _M = TypeVar("_M", bound=Model)
@@ -199,7 +199,16 @@ def _record(index: int, instance: object) -> _Record:
     context.check_key(instance)
     desired = context.values(instance)
     plan, desired = plan_once(context, "put", Stored(exists=False), lambda _: desired)
-    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=context.locks())
+    locks = context.locks()
+    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks)
+    if locks.expiring:
+        # Its lock Puts carry the time (expired locks are free): the same record keeps the time of
+        # its first request in this process, so its chunk's request, and token, stay the same.
+        record = json.dumps(_canonical(request.record_item()), sort_keys=True, default=repr)
+        pin = hashlib.sha256(f"{TOKEN_BASE}\x1e{record}".encode()).hexdigest()[:MAX_TOKEN_LENGTH]
+        request = build_request(
+            context, instance, plan, None, None, add_version_condition=True, locks=locks, now=request_clock(pin)
+        )
     actions = plan.sent()
     items = request.items
     items[0] = {**items[0], "Item": _canonical(items[0]["Item"])}

@@ -9,6 +9,7 @@ import random
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -79,30 +80,36 @@ def new_token() -> str:
 
 #: How long DynamoDB honours a ClientRequestToken, in seconds.
 TOKEN_LIFETIME: Final = 600
-#: Tokens whose clock is kept before those past their lifetime are dropped.
-_CLOCKS_KEPT: Final = 4096
-_clocks: dict[str, tuple[int, float]] = {}
+# A caller's token -> (the clock of its first request, when it was first used), oldest first.
+_clocks: OrderedDict[str, tuple[int, float]] = OrderedDict()
 _clocks_lock = threading.Lock()
 
 
-def request_clock(token: str | None) -> int:
+def request_clock(token: str | None, *, keep: bool = True) -> int:
     """The time (epoch seconds) a request judges expired locks and ends holds by.
 
     A request that may take expired locks carries the time (``:now``), so a resend with the same
     token would differ from the first one a second later, and DynamoDB would refuse it
-    (IdempotentParameterMismatch). A caller's token therefore keeps the time of its first
-    request, in this process, for as long as DynamoDB honours the token.
+    (IdempotentParameterMismatch). A caller's token (None: the library's own, never resent by a
+    caller) therefore keeps the time of its first request, in this process, for as long as
+    DynamoDB honours the token.
+
+    Args:
+        token: the caller's ClientRequestToken, or None.
+        keep: remember the time for ``token`` (False: only read it, as ``explain`` does).
     """
     now = time.time()
     if token is None:
         return int(now)
     with _clocks_lock:
-        if len(_clocks) > _CLOCKS_KEPT:
-            for stale in [t for t, (_, at) in _clocks.items() if now - at > TOKEN_LIFETIME]:
-                del _clocks[stale]
+        # Oldest first: drop the tokens DynamoDB no longer honours, stopping at the first it does.
+        while _clocks and now - next(iter(_clocks.values()))[1] > TOKEN_LIFETIME:
+            _clocks.popitem(last=False)
         found = _clocks.get(token)
-        if found is None or now - found[1] > TOKEN_LIFETIME:
-            found = _clocks[token] = (int(now), now)
+        if found is None:
+            found = (int(now), now)
+            if keep:
+                _clocks[token] = found
         return found[0]
 
 
