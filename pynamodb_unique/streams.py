@@ -340,12 +340,15 @@ class _Handler:
         return context.planner.expires(context.read_record(item)[1])
 
     def release(self, key: str, lock: Mapping[str, Any], expected: dict[str, Any]) -> tuple[SentGroup, dict[str, Any]]:
-        """The write releasing a lock that names exactly ``expected``: a delete, or a hold (``hold=``)."""
+        """The write releasing a lock that names exactly ``expected``: a delete, or a hold (``hold=``).
+
+        A lock that expired with its record (TTL) is deleted: its value has been free since then.
+        """
         namespace = lock.get(CONSTRAINT, {}).get("S")
         # The lock's namespace may be a subclass's or another model's in the same lock table.
         forms = (c for m in lock_sharers(self.model) for c in namespaces_of(m))
         hold = next((form.hold for form in forms if form.name == namespace), None)
-        if hold is None:
+        if hold is None or self.locks.expired(lock):
             return "delete", self.locks.codec.delete_if(key, expected)
         model = lock.get(OWNER_MODEL, {}).get("S") or self.model.__name__
         until = int(time.time() + hold.total_seconds())

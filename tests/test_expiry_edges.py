@@ -448,3 +448,30 @@ def test_streams__hold_of_a_subclass_constraint_handled_through_the_base(moto_ba
     lock = _locks(Animal).get("UNIQ#CHIP#c1")
     assert lock is not None
     assert HELD in lock
+
+
+class RvHeldSession(UniqueMixin, Model):
+    """Both: the record expires, and a released value is held."""
+
+    class Meta:
+        table_name = "review-held-sessions"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True), hold=HOLD)
+    expires = TTLAttribute(null=True, attr_name="ttl")
+
+
+def test_streams__ttl_deletion_of_an_expired_record_frees_its_value(moto_backend: None) -> None:
+    """A REMOVE by TTL: the lock expired with the record, so it is deleted, not turned into a hold."""
+    model = bind_model(RvHeldSession, MOTO)
+    model(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
+    past = int(time.time()) - 60
+    _set(model, _record_key("S#1"), "ttl", past)
+    _set(model, _lock_key(EMAIL), "ttl", past)
+    old = _raw(model, _record_key("S#1"))
+    _client(model).delete_item(TableName=model.Meta.table_name, Key=_record_key("S#1"))  # TTL's deletion.
+    report = streams.handle(model, _event(model, "REMOVE", old, None))
+    assert (report.released, report.left) == (1, ())
+    assert EMAIL not in _locks(model)
