@@ -7,16 +7,22 @@ and is never relied upon.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
-from _invariant import locks_and_records
+from _expiry import client as _client
+from _expiry import in_days as _in
+from _expiry import lock_item_key as _lock_key
+from _expiry import locks as _locks
+from _expiry import race as _race
+from _expiry import raw as _raw
+from _expiry import record_key as _record_key
+from _expiry import set_expiry as _set_expiry
+from _expiry import stream_record as _stream_record
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -80,57 +86,6 @@ def _bind(model: type[Any], backend: Backend) -> Any:
     bound = bind_model(model, backend)
     bound.describe_table()  # The shared botocore client exists before any thread uses it.
     return bound
-
-
-def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
-    return locks_and_records(model)[0]
-
-
-def _client(model: type[Any]) -> Any:
-    return model._get_connection().connection.client
-
-
-def _set_expiry(model: type[Any], key: dict[str, Any], name: str, epoch: int) -> None:
-    """Move a stored item's expiry, as the passing of time would make it due."""
-    _client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=key,
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": name},
-        ExpressionAttributeValues={":e": {"N": str(epoch)}},
-    )
-
-
-def _lock_key(lock_key: str) -> dict[str, Any]:
-    return {"PK": {"S": lock_key}, "SK": {"S": "LOCK"}}
-
-
-def _record_key(pk: str) -> dict[str, Any]:
-    return {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
-
-
-def _race(calls: list[Callable[[], object]]) -> list[object]:
-    """Run the calls in threads released together; return each call's result or exception."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[object] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = calls[i]()
-        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
-
-
-def _in(days: int) -> datetime:
-    return datetime.fromtimestamp(int(time.time()) + days * 86400, tz=UTC)
 
 
 # --- TTL-aware locks -------------------------------------------------------------------------
@@ -383,34 +338,6 @@ def test_hold__race_owner_retakes_while_another_tries(dynoxide_endpoint: str) ->
 
 
 # --- Streams ---------------------------------------------------------------------------------
-
-
-def _raw(model: type[Any], key: dict[str, Any]) -> dict[str, Any] | None:
-    item: dict[str, Any] | None = (
-        _client(model).get_item(TableName=model.Meta.table_name, Key=key, ConsistentRead=True).get("Item")
-    )
-    return item
-
-
-def _stream_record(
-    model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None
-) -> dict[str, Any]:
-    """One stream record in Lambda's format (string-only items here: no base64 to apply)."""
-    image = new if new is not None else old
-    assert image is not None
-    stream: dict[str, Any] = {"Keys": {k: image[k] for k in ("PK", "SK")}, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    if old is not None:
-        stream["OldImage"] = old
-    if new is not None:
-        stream["NewImage"] = new
-    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{model.Meta.table_name}/stream/2026-12-01T00:00:00.000"
-    return {
-        "eventID": name + str(time.time()),
-        "eventName": name,
-        "eventSource": "aws:dynamodb",
-        "dynamodb": stream,
-        "eventSourceARN": arn,
-    }
 
 
 def test_streams__the_librarys_own_hold_is_left_alone(members: type[Member]) -> None:

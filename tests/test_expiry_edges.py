@@ -7,12 +7,19 @@ tests/test_expiry.py: an expiry in the past written into a stored item.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from _backends import Backend, bind_model, unique_table_name
-from _invariant import locks_and_records
+from _expiry import client as _client
+from _expiry import in_days as _in
+from _expiry import lock_item_key as _lock_key
+from _expiry import locks as _locks
+from _expiry import raw as _raw
+from _expiry import record_key as _record_key
+from _expiry import set_expiry as _set
+from _expiry import stream_record
 from pynamodb.attributes import DiscriminatorAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -34,54 +41,8 @@ HOLD = timedelta(days=30)
 MOTO = Backend("moto", None)
 
 
-def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
-    return locks_and_records(model)[0]
-
-
-def _client(model: type[Any]) -> Any:
-    return model._get_connection().connection.client
-
-
-def _set(model: type[Any], key: dict[str, Any], name: str, epoch: int) -> None:
-    _client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=key,
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": name},
-        ExpressionAttributeValues={":e": {"N": str(epoch)}},
-    )
-
-
-def _lock_key(lock_key: str) -> dict[str, Any]:
-    return {"PK": {"S": lock_key}, "SK": {"S": "LOCK"}}
-
-
-def _record_key(pk: str, sk: str = "PROFILE") -> dict[str, Any]:
-    return {"PK": {"S": pk}, "SK": {"S": sk}}
-
-
-def _raw(model: type[Any], key: dict[str, Any]) -> dict[str, Any] | None:
-    item: dict[str, Any] | None = (
-        _client(model).get_item(TableName=model.Meta.table_name, Key=key, ConsistentRead=True).get("Item")
-    )
-    return item
-
-
-def _in(days: int) -> datetime:
-    return datetime.fromtimestamp(int(time.time()) + days * 86400, tz=UTC)
-
-
 def _event(model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    image = new if new is not None else old
-    assert image is not None
-    stream: dict[str, Any] = {"Keys": {k: image[k] for k in ("PK", "SK")}, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    if old is not None:
-        stream["OldImage"] = old
-    if new is not None:
-        stream["NewImage"] = new
-    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{model.Meta.table_name}/stream/2026-12-01T00:00:00.000"
-    record = {"eventID": name + str(time.time()), "eventName": name, "eventSource": "aws:dynamodb"}
-    return {"Records": [{**record, "dynamodb": stream, "eventSourceARN": arn}]}
+    return {"Records": [stream_record(model, name, old, new)]}
 
 
 class RvSession(UniqueMixin, Model):

@@ -1,0 +1,94 @@
+"""Helpers of the expiry tests: raw reads and writes, time made to pass, stream events, races.
+
+Time passing is simulated by writing an expiry in the past into a stored item, as DynamoDB's
+clock would reach it; TTL's deletion itself lags and is never relied upon.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from _invariant import locks_and_records
+
+
+def locks(model: type[Any]) -> dict[str, dict[str, Any]]:
+    """Lock items of the model's table, by lock key."""
+    return locks_and_records(model)[0]
+
+
+def client(model: type[Any]) -> Any:
+    """The botocore client behind the model."""
+    return model._get_connection().connection.client
+
+
+def set_expiry(model: type[Any], key: dict[str, Any], name: str, epoch: int) -> None:
+    """Move a stored item's expiry, as the passing of time would make it due."""
+    client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key=key,
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": name},
+        ExpressionAttributeValues={":e": {"N": str(epoch)}},
+    )
+
+
+def lock_item_key(lock_key: str) -> dict[str, Any]:
+    """The key of a lock item in a shared table (``PK``/``SK``)."""
+    return {"PK": {"S": lock_key}, "SK": {"S": "LOCK"}}
+
+
+def record_key(pk: str, sk: str = "PROFILE") -> dict[str, Any]:
+    """The key of a record in a ``PK``/``SK`` table."""
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
+
+
+def raw(model: type[Any], key: dict[str, Any]) -> dict[str, Any] | None:
+    """The item stored under ``key``, read consistently with the raw client."""
+    found = client(model).get_item(TableName=model.Meta.table_name, Key=key, ConsistentRead=True)
+    item: dict[str, Any] | None = found.get("Item")
+    return item
+
+
+def in_days(days: int) -> datetime:
+    """A whole second ``days`` from now, as a TTLAttribute stores it."""
+    return datetime.fromtimestamp(int(time.time()) + days * 86400, tz=UTC)
+
+
+def stream_record(
+    model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> dict[str, Any]:
+    """One stream record in Lambda's format (string-only items here: no base64 to apply)."""
+    image = new if new is not None else old
+    assert image is not None
+    stream: dict[str, Any] = {"Keys": {k: image[k] for k in ("PK", "SK")}, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    if old is not None:
+        stream["OldImage"] = old
+    if new is not None:
+        stream["NewImage"] = new
+    arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{model.Meta.table_name}/stream/2026-12-01T00:00:00.000"
+    record = {"eventID": name + str(time.time()), "eventName": name, "eventSource": "aws:dynamodb"}
+    return {**record, "dynamodb": stream, "eventSourceARN": arn}
+
+
+def race(calls: list[Callable[[], object]]) -> list[object]:
+    """Run the calls in threads released together; return each call's result or exception."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
