@@ -9,10 +9,44 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from _invariant import locks_and_records
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_unique import UniqueAttribute, UniqueMixin
+
+#: The release hold of :class:`Member`'s email.
+HOLD = timedelta(days=30)
+
+
+class Session(UniqueMixin, Model):
+    """A record that expires: its locks carry its expiry."""
+
+    class Meta:
+        table_name = "expiry-sessions"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True))
+    note = UnicodeAttribute(null=True)
+    expires = TTLAttribute(null=True, attr_name="ttl")
+
+
+class Member(UniqueMixin, Model):
+    """A released email stays reserved for its former owner for 30 days."""
+
+    class Meta:
+        table_name = "expiry-members"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True), hold=HOLD)
+    note = UnicodeAttribute(null=True)
 
 
 def locks(model: type[Any]) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
+from _expiry import HOLD, Member, Session
 from _expiry import client as _client
 from _expiry import in_days as _in
 from _expiry import lock_item_key as _lock_key
@@ -23,7 +24,7 @@ from _expiry import raw as _raw
 from _expiry import record_key as _record_key
 from _expiry import set_expiry as _set_expiry
 from _expiry import stream_record as _stream_record
-from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -45,34 +46,6 @@ from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
 
 EMAIL = "UNIQ#EMAIL#ada@lovelace.io"
 OTHER = "UNIQ#EMAIL#ada@babbage.io"
-HOLD = timedelta(days=30)
-
-
-class Session(UniqueMixin, Model):
-    """A record that expires: its locks carry its expiry."""
-
-    class Meta:
-        table_name = "expiry-sessions"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-    expires = TTLAttribute(null=True, attr_name="ttl")
-
-
-class Member(UniqueMixin, Model):
-    """A released email stays reserved for its former owner for 30 days."""
-
-    class Meta:
-        table_name = "expiry-members"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True), hold=HOLD)
-    note = UnicodeAttribute(null=True)
 
 
 class SeparateSession(Session):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from _backends import Backend, bind_model, unique_table_name
+from _expiry import HOLD, Member, Session, stream_record
 from _expiry import client as _client
 from _expiry import in_days as _in
 from _expiry import lock_item_key as _lock_key
@@ -19,7 +20,6 @@ from _expiry import locks as _locks
 from _expiry import raw as _raw
 from _expiry import record_key as _record_key
 from _expiry import set_expiry as _set
-from _expiry import stream_record
 from pynamodb.attributes import DiscriminatorAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -37,7 +37,6 @@ from pynamodb_unique import (
 from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
 
 EMAIL = "UNIQ#EMAIL#ada@lovelace.io"
-HOLD = timedelta(days=30)
 MOTO = Backend("moto", None)
 
 
@@ -45,38 +44,15 @@ def _event(model: type[Any], name: str, old: dict[str, Any] | None, new: dict[st
     return {"Records": [stream_record(model, name, old, new)]}
 
 
-class RvSession(UniqueMixin, Model):
-    class Meta:
-        table_name = "review-sessions"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-    expires = TTLAttribute(null=True, attr_name="ttl")
-
-
-class RvMember(UniqueMixin, Model):
-    class Meta:
-        table_name = "review-members"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True), hold=HOLD)
-    note = UnicodeAttribute(null=True)
-
-
 @pytest.fixture
-def sessions(moto_backend: None) -> type[RvSession]:
-    model: type[RvSession] = bind_model(RvSession, MOTO)
+def sessions(moto_backend: None) -> type[Session]:
+    model: type[Session] = bind_model(Session, MOTO)
     return model
 
 
 @pytest.fixture
-def members(moto_backend: None) -> type[RvMember]:
-    model: type[RvMember] = bind_model(RvMember, MOTO)
+def members(moto_backend: None) -> type[Member]:
+    model: type[Member] = bind_model(Member, MOTO)
     return model
 
 
@@ -152,7 +128,7 @@ def test_polymorphic__ended_hold_of_one_class_taken_by_another(moto_backend: Non
 # --- Streams ---------------------------------------------------------------------------------
 
 
-def test_streams__restored_record_keeps_its_own_hold(members: type[RvMember]) -> None:
+def test_streams__restored_record_keeps_its_own_hold(members: type[Member]) -> None:
     """Regression: a record restored behind the library's back (INSERT) whose value is its own hold.
 
     The handler sees the lock names the record and leaves it: the live record's lock stays a
@@ -171,7 +147,7 @@ def test_streams__restored_record_keeps_its_own_hold(members: type[RvMember]) ->
     assert LOCK_EXPIRES not in lock
 
 
-def test_repair__restored_record_with_its_own_hold(members: type[RvMember]) -> None:
+def test_repair__restored_record_with_its_own_hold(members: type[Member]) -> None:
     """Regression: audit reports the restored record's held value as MissingLock and repair cannot fix it.
 
     repair's put_if(ABSENT) is conditioned ``attribute_not_exists OR #exp < :now``; the record's
@@ -188,7 +164,7 @@ def test_repair__restored_record_with_its_own_hold(members: type[RvMember]) -> N
     assert HELD not in _locks(members)[EMAIL]
 
 
-def test_streams__value_of_an_expired_record_is_free(sessions: type[RvSession]) -> None:
+def test_streams__value_of_an_expired_record_is_free(sessions: type[Session]) -> None:
     """Regression: Streams reports an expired record's lock as a duplicate instead of taking it.
 
     S#1 expired (record and lock past their expiry, TTL has not deleted them). A bypassing writer
@@ -207,7 +183,7 @@ def test_streams__value_of_an_expired_record_is_free(sessions: type[RvSession]) 
     assert _locks(sessions)[EMAIL][OWNER_HASH] == {"S": "S#2"}
 
 
-def test_streams__expiry_changed_behind_the_librarys_back(sessions: type[RvSession]) -> None:
+def test_streams__expiry_changed_behind_the_librarys_back(sessions: type[Session]) -> None:
     """GAP: a MODIFY that only moves the record's expiry is skipped (no unique *value* changed).
 
     The lock keeps the old expiry: when it passes, any record may take the value of a live
@@ -241,7 +217,7 @@ def test_polymorphic__audit_of_the_base_sees_an_expired_trial_lock_as_orphaned(m
     assert report.expired == 1
 
 
-def test_audit__value_under_another_records_hold_is_misreported(members: type[RvMember]) -> None:
+def test_audit__value_under_another_records_hold_is_misreported(members: type[Member]) -> None:
     """Regression: audit drops holds from its lock map, so a live record whose value is under another
     record's hold is reported MissingLock with owner=None (not a conflict naming the hold's owner),
     and repair's create can only fail ("a lock was created meanwhile"): a problem that never clears.
@@ -257,7 +233,7 @@ def test_audit__value_under_another_records_hold_is_misreported(members: type[Rv
 # --- TransactWrite and the expired record whose value was taken ------------------------------
 
 
-def _expired_and_taken(sessions: type[RvSession]) -> RvSession:
+def _expired_and_taken(sessions: type[Session]) -> Session:
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
     past = int(time.time()) - 60
     _set(sessions, _record_key("S#1"), "ttl", past)
@@ -266,7 +242,7 @@ def _expired_and_taken(sessions: type[RvSession]) -> RvSession:
     return sessions.get("S#1", "PROFILE")
 
 
-def test_transact_write__delete_of_an_expired_record_whose_value_was_taken(sessions: type[RvSession]) -> None:
+def test_transact_write__delete_of_an_expired_record_whose_value_was_taken(sessions: type[Session]) -> None:
     """Regression: TransactWrite cannot delete (or change the values of) an expired record whose value was taken.
 
     Its release (Delete, or a hold Put) is conditioned on the lock being the record's; another
@@ -285,7 +261,7 @@ def test_transact_write__delete_of_an_expired_record_whose_value_was_taken(sessi
 # --- request clock ---------------------------------------------------------------------------
 
 
-def test_request_clock__library_tokens_are_not_kept(sessions: type[RvSession]) -> None:
+def test_request_clock__library_tokens_are_not_kept(sessions: type[Session]) -> None:
     """Regression: every TransactWrite registers its own random token in ``_send._clocks``.
 
     Only a caller's token can be resent, yet each TransactWrite (token or not) adds an entry kept
@@ -299,7 +275,7 @@ def test_request_clock__library_tokens_are_not_kept(sessions: type[RvSession]) -
     assert len(_send._clocks) == before
 
 
-def test_bulk_save__token_of_the_same_records_changes_with_the_clock(sessions: type[RvSession]) -> None:
+def test_bulk_save__token_of_the_same_records_changes_with_the_clock(sessions: type[Session]) -> None:
     """Regression: for an expiring model bulk_save's chunk token is not stable.
 
     Each lock Put carries ``:now`` (plan time, in seconds), which is part of the record's body
@@ -360,7 +336,7 @@ def test_transact_write__a_release_in_another_lock_table_is_not_a_transfer(moto_
     assert HELD in old
 
 
-def test_audit__a_lock_without_its_records_expiry_is_not_reported(sessions: type[RvSession]) -> None:
+def test_audit__a_lock_without_its_records_expiry_is_not_reported(sessions: type[Session]) -> None:
     """GAP: audit never compares a lock's expiry with its record's.
 
     Locks written before this version (an upgrade), or left behind by an expiry changed behind the
