@@ -10,6 +10,7 @@ import copy
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -201,3 +202,23 @@ class RequestCounter:
         with self._lock:
             self.calls.clear()
             self.attempts = 0
+
+
+def race(calls: list[Callable[[], object]]) -> list[Any]:
+    """Run the calls in threads released together; return each call's result or exception."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

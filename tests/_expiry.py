@@ -6,9 +6,7 @@ clock would reach it; TTL's deletion itself lags and is never relied upon.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -106,23 +104,3 @@ def stream_record(
     arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{model.Meta.table_name}/stream/2026-12-01T00:00:00.000"
     record = {"eventID": name + str(time.time()), "eventName": name, "eventSource": "aws:dynamodb"}
     return {**record, "dynamodb": stream, "eventSourceARN": arn}
-
-
-def race(calls: list[Callable[[], object]]) -> list[object]:
-    """Run the calls in threads released together; return each call's result or exception."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[object] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = calls[i]()
-        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes

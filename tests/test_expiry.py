@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
+from _backends import race as _race
 from _expiry import HOLD, Member, Session
 from _expiry import client as _client
 from _expiry import in_days as _in
 from _expiry import lock_item_key as _lock_key
 from _expiry import locks as _locks
-from _expiry import race as _race
 from _expiry import raw as _raw
 from _expiry import record_key as _record_key
 from _expiry import set_expiry as _set_expiry

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _backends import REGION, unique_table_name
+from _backends import race as _race
 from _invariant import assert_invariant
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
@@ -65,26 +66,6 @@ def _seeded(dynoxide_endpoint: str, emails: dict[str, str]) -> type[Any]:
     expand = _deploy(dynoxide_endpoint, table, expand=True)
     expand.describe_table()  # Create the shared botocore client before threads race for it.
     return expand
-
-
-def _race(calls: list[Callable[[], object]]) -> list[Any]:
-    """Run the calls in threads released together; return each call's result or exception."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[Any] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = calls[i]()
-        except Exception as exc:  # noqa: BLE001 - every outcome is asserted on.
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
 
 
 def _no_duplicate_under_either_form(model: type[Any]) -> None:

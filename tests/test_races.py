@@ -7,13 +7,13 @@ Each test prints its figures (rounds, winners per round, outcomes); ``pytest -s`
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from _backends import Backend, bind_model
+from _backends import race as _race
 from _invariant import actual_locks, assert_invariant, raw_items
 from models import Account
 
@@ -39,26 +39,6 @@ def accounts(dynoxide_endpoint: str) -> type[RaceAccount]:
     model = bind_model(RaceAccount, Backend("dynoxide", dynoxide_endpoint))
     model.describe_table()  # Create the shared botocore client before threads race for it.
     return model
-
-
-def _race(calls: list[Callable[[], object]]) -> list[Any]:
-    """Run the calls in threads released together; return each call's result or exception."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[Any] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[i] = calls[i]()
-        except Exception as exc:  # noqa: BLE001 - every outcome is collected and asserted on.
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
 
 
 def _kind(outcome: object) -> str:
