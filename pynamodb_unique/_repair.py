@@ -8,9 +8,11 @@ fix is skipped instead of undoing it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pynamodb.constants import BINARY, KEY, STRING
@@ -166,6 +168,10 @@ class Fixer:
         condition: Condition | None
         if audited is None or planner is None:
             condition = Path(connection(model).get_meta_table().hash_keyname).does_not_exist()
+            if planner is not None and planner.ttl is not None:
+                # An expired record is gone, as the audit judged it, though TTL has not deleted it yet.
+                expiry = Path(planner.attributes[planner.ttl])
+                condition = condition | (expiry < datetime.fromtimestamp(int(time.time()), tz=UTC))
         else:
             # The record's unique values and, for a polymorphic model, its class.
             condition = planner.cas(Stored(exists=True, values=audited))

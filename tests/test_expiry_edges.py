@@ -412,3 +412,25 @@ def test_streams__ttl_deletion_of_an_expired_record_frees_its_value(moto_backend
     report = streams.handle(model, _event(model, "REMOVE", old, None))
     assert (report.released, report.left) == (1, ())
     assert EMAIL not in _locks(model)
+
+
+def test_repair__a_legacy_lock_of_an_expired_record_is_deleted(sessions: type[Session]) -> None:
+    """A lock without expiry (written before the TTLAttribute) whose record expired, not yet deleted by TTL.
+
+    The audit counts the expired record as gone, so the lock is orphaned; repair's check that the
+    record is gone accepts an expired one, so the fix is applied instead of skipped until TTL runs.
+    """
+    sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
+    _client(sessions).update_item(
+        TableName=sessions.Meta.table_name,
+        Key=_lock_key(EMAIL),
+        UpdateExpression="REMOVE #e",
+        ExpressionAttributeNames={"#e": "ttl"},
+    )
+    _set(sessions, _record_key("S#1"), "ttl", int(time.time()) - 60)
+    report = audit(sessions)
+    assert [type(p).__name__ for p in report.problems] == ["OrphanedLock"]
+    fixed = repair(sessions, report, apply=True)
+    assert [f.outcome for f in fixed.fixes] == ["applied"]
+    assert EMAIL not in _locks(sessions)
+    assert audit(sessions).clean
