@@ -312,8 +312,9 @@ def record_state(model: type[UniqueMixin], values: tuple[Any, ...]) -> str:
     planner = planner_of(model)
     if planner is None or planner.ttl is None:
         return ""
-    expiry = dict(zip(planner.unique_names, values, strict=True)).get(planner.ttl)
-    return "" if expiry is None else str(int(expiry.timestamp()))
+    # The expiry as the record's lock items carry it: {"N": epoch seconds}.
+    expires = planner.expires(dict(zip(planner.unique_names, values, strict=True)))
+    return "" if expires is None else str(expires["N"])
 
 
 def unique_planner(model: type[UniqueMixin]) -> Planner:
@@ -583,7 +584,8 @@ class _Collector:
                         found.expired += 1
                     else:
                         state = lock_state(self.lock_table, item)
-                        found.held += state == HELD_STATE
+                        if state == HELD_STATE:
+                            found.held += 1
                         found.locks.append((lock_key, owner, state))
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
                 if self._expired_record(model, item):

@@ -200,15 +200,15 @@ def _record(index: int, instance: object) -> _Record:
     desired = context.values(instance)
     plan, desired = plan_once(context, "put", Stored(exists=False), lambda _: desired)
     locks = context.locks()
-    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks)
+    now = None
     if locks.expiring:
-        # Its lock Puts carry the time (expired locks are free): the same record keeps the time of
-        # its first request in this process, so its chunk's request, and token, stay the same.
-        record = json.dumps(_canonical(request.record_item()), sort_keys=True, default=repr)
+        # Its lock Puts carry the time (expired locks are free): the same record (its key and the
+        # values its locks depend on) keeps the time of its first request in this process, so its
+        # chunk's request, and token, stay the same.
+        record = json.dumps([context.owner(instance), sorted(desired.items())], default=repr)
         pin = hashlib.sha256(f"{TOKEN_BASE}\x1e{record}".encode()).hexdigest()[:MAX_TOKEN_LENGTH]
-        request = build_request(
-            context, instance, plan, None, None, add_version_condition=True, locks=locks, now=request_clock(pin)
-        )
+        now = request_clock(pin)
+    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks, now=now)
     actions = plan.sent()
     items = request.items
     items[0] = {**items[0], "Item": _canonical(items[0]["Item"])}

@@ -238,6 +238,10 @@ class TransactWrite(_PynamoTransactWrite):
         callers = {group: list(items) for group, items in lists.items()}
         for step in range(2):
             slots = self._materialize()
+            if step > 0:
+                # A re-planned request is another request: its token folds in the items it sends.
+                sent = [item for group in SENT_ORDER for item in lists[group]]
+                set_transaction_token(self, derive_token(self._uniq_base_token, step, sent))
             _telemetry.sending(what, "transact_write", "TransactWriteItems", len(slots), step + 1)
             if traced is not None:
                 traced.sent(len(slots))
@@ -255,8 +259,6 @@ class TransactWrite(_PynamoTransactWrite):
                 self._plan_entries(foreign)
                 for group, items in lists.items():
                     items[:] = callers[group]
-                items_sent = [item for group in SENT_ORDER for item in lists[group]]
-                set_transaction_token(self, derive_token(self._uniq_base_token, step + 1, items_sent))
         _telemetry.consumed(response, "transact_write")
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.

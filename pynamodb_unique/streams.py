@@ -283,7 +283,7 @@ class _Handler:
                 # A hold is already released (the library made it when the value was given up).
                 if lock is not None and lock_owner(lock) == owner and HELD not in lock:
                     # Exactly the owner fields the lock holds: a lock since given to another record stays.
-                    expected = {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
+                    expected = _owner_fields(lock)
                     write.add(*self.release(key, lock, expected), "the lock changed")
                     tally.released += 1
             if tally.created + tally.released + tally.renewed == 0:
@@ -319,7 +319,7 @@ class _Handler:
                 if HELD in lock or self.locks.expiry(lock) != _epoch(expires):
                     # The record's own hold (restored behind the library's back), or a lock
                     # whose expiry is not the record's: made the record's plain lock again.
-                    expected = {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
+                    expected = _owner_fields(lock)
                     put = self.locks.codec.put_if(key, fields, namespace, model_name, expected, expires)
                     write.add("put", put, "the lock changed")
                     tally.renewed += 1
@@ -382,6 +382,11 @@ class _Tally:
     created: int = 0
     left: list[Left] = field(default_factory=list)
     renewed: int = 0
+
+
+def _owner_fields(lock: Mapping[str, Any]) -> dict[str, Any]:
+    """Exactly the owner fields a lock item holds: a condition that it is still that record's."""
+    return {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
 
 
 def _epoch(expires: Mapping[str, Any] | None) -> int | None:
