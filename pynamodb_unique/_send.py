@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
+import os
 import random
 import secrets
 import threading
@@ -27,7 +29,7 @@ from pynamodb.exceptions import (
 )
 
 from . import _telemetry
-from ._plan import Plan, RecordWrite
+from ._plan import SENT_ORDER, Plan
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
 
 _R = TypeVar("_R")
@@ -73,9 +75,32 @@ def check_token(token: str | None) -> str | None:
     return token
 
 
+class _Tokens:
+    """Fresh tokens without a system call each: a random per-process prefix and a counter.
+
+    A token only has to differ from every other request's within DynamoDB's 10 minutes: 64 random
+    bits per process (drawn again in a forked child) and a 64-bit counter give 32 hex characters.
+    """
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = secrets.token_hex(8)
+        self.counter = itertools.count(secrets.randbits(48))
+
+    def __call__(self) -> str:
+        # ``next`` on itertools.count is atomic under the GIL: threads never share a number.
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+_tokens = _Tokens()
+os.register_at_fork(after_in_child=_tokens.reseed)
+
+
 def new_token() -> str:
-    """A fresh token for one logical operation: 128 random bits as 32 hex characters."""
-    return secrets.token_hex(16)
+    """A fresh token for one logical operation: 32 hex characters, unique within the process and across processes."""
+    return _tokens()
 
 
 #: How long DynamoDB honours a ClientRequestToken, in seconds.
@@ -138,12 +163,6 @@ class Request:
         """Whether this is a TransactWriteItems request."""
         return self.operation == "TransactWriteItems"
 
-    def record_item(self) -> dict[str, Any]:
-        """The request item of the record's own write."""
-        return next(
-            item for action, item in zip(self.plan.sent(), self.items, strict=True) if isinstance(action, RecordWrite)
-        )
-
 
 class WriteFailed(Exception):
     """Internal: a condition failed; ``reasons[i]`` belongs to ``request.plan.sent()[i]``."""
@@ -154,29 +173,47 @@ class WriteFailed(Exception):
         self.cause = cause
 
 
+#: How each group is named in TransactItems.
+_TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
+
+
+def _transact_items(connection: Connection, items: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
+    """One TransactWriteItems of ``items`` (``{"Put": {...}}``...), as PynamoDB's ``transact_write_items`` sends it.
+
+    The same arguments in the same order (the token, then the items), through the connection's
+    ``dispatch`` (its signals, its consumed-capacity default), errors wrapped as PynamoDB wraps them.
+    """
+    kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
+    kwargs["TransactItems"] = items
+    try:
+        return connection.dispatch("TransactWriteItems", kwargs)
+    except (BotoCoreError, ClientError) as exc:
+        # As PynamoDB raises it: the botocore error is its ``cause`` (and the implicit context).
+        raise TransactWriteError("Failed to write transaction items", exc)  # noqa: B904
+
+
 def _transact(connection: Connection, grouped: Mapping[str, list[dict[str, Any]]], token: str | None) -> dict[str, Any]:
     """One TransactWriteItems of items grouped as PynamoDB sends them (``check``, ``delete``, ``put``, ``update``)."""
-    return connection.transact_write_items(
-        condition_check_items=grouped.get("check", []),
-        delete_items=grouped.get("delete", []),
-        put_items=grouped.get("put", []),
-        update_items=grouped.get("update", []),
-        client_request_token=token,
-    )
+    items = [{_TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
+    return _transact_items(connection, items, token)
 
 
-def _dispatch(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
-    if request.transactional:
-        grouped: dict[str, list[dict[str, Any]]] = {"check": [], "delete": [], "put": [], "update": []}
-        for action, item in zip(request.plan.sent(), request.items, strict=True):
-            grouped[action.op].append(item)
-        return _transact(connection, grouped, token)
+def _single(connection: Connection, operation: str, item: dict[str, Any]) -> dict[str, Any]:
     try:
-        return connection.dispatch(request.operation, dict(request.items[0]))
+        return connection.dispatch(operation, dict(item))
     except (BotoCoreError, ClientError) as exc:
         # Wrapped as PynamoDB's own put_item/update_item/delete_item wrap them.
-        error = _SINGLE_ERRORS[request.operation]
-        raise error(f"Failed to {request.operation}: {exc}", exc) from exc
+        error = _SINGLE_ERRORS[operation]
+        raise error(f"Failed to {operation}: {exc}", exc) from exc
+
+
+def _prepared(connection: Connection, request: Request, token: str | None) -> Callable[[], dict[str, Any]]:
+    """One send of ``request``, its arguments built once for every resend."""
+    if request.transactional:
+        sent = request.plan.sent()
+        items = [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, request.items, strict=True)]
+        return functools.partial(_transact_items, connection, items, token)
+    return functools.partial(_single, connection, request.operation, request.items[0])
 
 
 def error_code(exc: PynamoDBException) -> str | None:
@@ -279,9 +316,9 @@ def conditional_check_error(cause: PynamoDBException, operation: str, item: Any 
     return error
 
 
-def _send_once(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
+def _send_once(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
-        return _dispatch(connection, request, token)
+        return call()
     except (TransactWriteError, PutError, UpdateError, DeleteError) as exc:
         reasons = _condition_reasons(exc)
         if reasons is not None:
@@ -383,4 +420,4 @@ def send(
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
     """
-    return retrying(lambda: _send_once(connection, request, token), attempts=attempts)
+    return retrying(functools.partial(_send_once, _prepared(connection, request, token)), attempts=attempts)
