@@ -122,19 +122,21 @@ class LockCodec:
         self.range_name = range_name
         self.expires_name = expires_name
         self.expiring = expiring
+        # Per owner-key shape (1 or 2 fields), built once: the names, and "free or owned".
+        self._owner_names = {
+            1: {"#0": hash_name, "#1": OWNER_HASH},
+            2: {"#0": hash_name, "#1": OWNER_HASH, "#2": OWNER_RANGE},
+        }
+        self._free_or_owned = {n: f"(attribute_not_exists (#0) OR {_OWNED[n, 0]})" for n in (1, 2)}
 
     def key(self, lock_key: str) -> dict[str, dict[str, str]]:
         """The DynamoDB key of the lock item for ``lock_key``."""
-        key = {self.hash_name: {"S": lock_key}}
-        if self.range_name is not None:
-            key[self.range_name] = {"S": LOCK_RANGE_KEY}
-        return key
+        if self.range_name is None:
+            return {self.hash_name: {"S": lock_key}}
+        return {self.hash_name: {"S": lock_key}, self.range_name: {"S": LOCK_RANGE_KEY}}
 
     def _names(self, owner: Mapping[str, Any]) -> dict[str, str]:
-        names = {"#0": self.hash_name, "#1": OWNER_HASH}
-        if len(owner) > 1:
-            names["#2"] = OWNER_RANGE
-        return names
+        return dict(self._owner_names[len(owner)])
 
     @staticmethod
     def _owned(owner: Mapping[str, Any], first: int) -> str:
@@ -174,7 +176,7 @@ class LockCodec:
             expires: the record's expiry (``{"N": epoch seconds}``), which the lock carries.
             now: the current time in epoch seconds (default: the clock's), for expired locks.
         """
-        condition = f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})"
+        condition = self._free_or_owned[len(owner)]
         if previous is not None:
             condition = f"({condition} OR {self._owned(previous, len(owner))})"
         item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
@@ -217,7 +219,7 @@ class LockCodec:
         return {
             "TableName": self.table_name,
             "Item": self._hold_item(lock_key, owner, constraint, model, until),
-            "ConditionExpression": f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})",
+            "ConditionExpression": self._free_or_owned[len(owner)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             "ExpressionAttributeNames": self._names(owner),
             "ExpressionAttributeValues": self._values(owner),
@@ -235,7 +237,7 @@ class LockCodec:
         return {
             "TableName": self.table_name,
             "Key": self.key(lock_key),
-            "ConditionExpression": f"(attribute_not_exists (#0) OR {self._owned(owner, 0)})",
+            "ConditionExpression": self._free_or_owned[len(owner)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             "ExpressionAttributeNames": self._names(owner),
             "ExpressionAttributeValues": self._values(owner),
