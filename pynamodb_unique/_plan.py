@@ -32,7 +32,7 @@ SentGroup = Literal["check", "delete", "put", "update"]
 SENT_ORDER: Final[tuple[SentGroup, ...]] = ("check", "delete", "put", "update")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stored:
     """What the library believes is stored for one record.
 
@@ -42,14 +42,12 @@ class Stored:
         source: the planner of the stored item's own class, when it is another class of a
             polymorphic model than the writer's (its locks are the ones to release); None: the
             writer's class.
-        item: the whole stored item (DynamoDB JSON), when known.
         keys: the lock key of each constraint for ``values``, when already computed.
     """
 
     exists: bool
     values: Mapping[str, Any] = field(default_factory=dict)
     source: Planner | None = field(default=None, compare=False)
-    item: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
 
     def same_as(self, other: Stored, names: Sequence[str]) -> bool:
@@ -61,7 +59,11 @@ class Stored:
         return all(self.values.get(n) == other.values.get(n) for n in names)
 
 
-@dataclass(frozen=True)
+#: Nothing stored (shared: a Stored is never changed once made).
+ABSENT: Final = Stored(exists=False)
+
+
+@dataclass
 class RecordWrite:
     """The write of the record itself, with the library's part of its condition."""
 
@@ -74,7 +76,7 @@ class RecordWrite:
         return self.guard.condition() if self.guard is not None else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Guard:
     """What a record write assumes is stored, as its condition checks it.
 
@@ -105,21 +107,28 @@ class Guard:
 
     def shape(self) -> tuple[Any, ...]:
         """What the condition's expression depends on (not the values): a cache key for its text."""
-        stored = self.stored
-        absent = tuple(stored.values.get(n) is None for n in self.planner.unique_names) if stored.exists else ()
-        return (id(self.planner), stored.exists, self.gone_ok, absent)
+        return self.compiled()[0]
 
     def values(self) -> list[dict[str, Any]]:
         """The condition's values, serialized, in the order its expression numbers them."""
-        if not self.stored.exists:
-            return []
-        planner, values = self.planner, self.stored.values
-        found = [
-            planner.serialize(name, value) for name in planner.unique_names if (value := values.get(name)) is not None
-        ]
+        return self.compiled()[1]
+
+    def compiled(self) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
+        """(:meth:`shape`, :meth:`values`), read in one pass over the stored values."""
+        planner, stored = self.planner, self.stored
+        if not stored.exists:
+            return (id(planner), False, self.gone_ok, ()), []
+        stored_values = stored.values
+        absent = []
+        found = []
+        for name in planner.unique_names:
+            value = stored_values.get(name)
+            absent.append(value is None)
+            if value is not None:
+                found.append(planner.serialize(name, value))
         if planner.discriminator is not None and planner.kind is not None:
             found.append(Value(planner.kind, attribute=planner.discriminator).value)
-        return found
+        return (id(planner), True, self.gone_ok, tuple(absent)), found
 
 
 def former_slot(name: str) -> str:
@@ -155,7 +164,7 @@ class _LockAction:
         return self.constraint.form(former=self.former).name
 
 
-@dataclass(frozen=True)
+@dataclass
 class LockPut(_LockAction):
     """Take a value: put its lock on condition that no lock exists, or that this record owns it.
 
@@ -172,7 +181,7 @@ class LockPut(_LockAction):
     former: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass
 class LockRelease(_LockAction):
     """Give a value back: delete its lock on condition that this record owns it (or it is gone).
 
@@ -190,7 +199,7 @@ class LockRelease(_LockAction):
         return "delete" if self.constraint.hold is None else "put"
 
 
-@dataclass(frozen=True)
+@dataclass
 class LockNotOurs(_LockAction):
     """Leave a value's lock alone, on condition that it is still not this record's.
 
@@ -208,7 +217,7 @@ class LockNotOurs(_LockAction):
 PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
 
 
-@dataclass(frozen=True)
+@dataclass
 class Plan:
     """The actions of one request, and what the record was assumed to hold when planned."""
 
@@ -229,17 +238,22 @@ class Plan:
 
     def sent(self) -> list[PlanAction]:
         """The actions in the order they are sent: condition checks, deletes, puts, updates (do not mutate)."""
-        return self._sent
-
-    @cached_property
-    def _sent(self) -> list[PlanAction]:
-        groups: dict[SentGroup, list[PlanAction]] = {group: [] for group in SENT_ORDER}
-        groups["check"].extend(self.checks)
-        groups[self.record.op].append(self.record)
-        for release in self.releases:
-            groups[release.op].append(release)
-        groups["put"].extend(self.puts)
-        return [action for group in SENT_ORDER for action in groups[group]]
+        cached: list[PlanAction] | None = self.__dict__.get("_sent")
+        if cached is None:
+            record, releases = self.record, self.releases
+            # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
+            held: list[PlanAction] = [r for r in releases if r.op == "put"]
+            deletes: list[PlanAction] = [r for r in releases if r.op == "delete"] if held else list(releases)
+            puts: list[PlanAction] = [*held, *self.puts]
+            if record.op == "put":
+                puts.insert(0, record)
+            elif record.op == "delete":
+                deletes.insert(0, record)
+            cached = [*self.checks, *deletes, *puts]
+            if record.op == "update":
+                cached.append(record)
+            self.__dict__["_sent"] = cached
+        return cached
 
 
 def compare_and_swap(
@@ -392,9 +406,17 @@ class Planner:
         return held
 
     @cached_property
-    def reads(self) -> tuple[tuple[Constraint, frozenset[str]], ...]:
-        """Each constraint with the attributes its key depends on."""
-        return tuple((c, frozenset((*c.attributes, *c.condition_attributes))) for c in self.constraints)
+    def reads(self) -> tuple[tuple[Constraint, frozenset[str], tuple[str, ...]], ...]:
+        """Each constraint with the attributes its key depends on, and its slots in a mapping of lock keys."""
+        return tuple(
+            (c, frozenset((*c.attributes, *c.condition_attributes)), tuple(slot for slot, _ in slots(c)))
+            for c in self.constraints
+        )
+
+    @cached_property
+    def all_slots(self) -> tuple[tuple[Constraint, str, bool], ...]:
+        """Every (constraint, slot, whether the former form) in a mapping of lock keys."""
+        return tuple((c, slot, former) for c in self.constraints for slot, former in slots(c))
 
     @cached_property
     def paths(self) -> dict[str, Path]:
@@ -402,12 +424,17 @@ class Planner:
 
     def serialize(self, name: str, value: Any) -> dict[str, Any]:
         """A value of attribute ``name`` as a condition's value, as PynamoDB's ``Value`` serializes it."""
-        attribute = self.attributes[name]
-        if attribute.attr_type in _SCALAR_TYPES:
+        attribute, scalar = self._serializers[name]
+        if scalar is not None:
             # What Value(value, attribute) gives for a scalar attribute, without building it.
-            return {attribute.attr_type: attribute.serialize(value)}
+            return {scalar: attribute.serialize(value)}
         serialized: dict[str, Any] = Value(value, attribute=attribute).value
         return serialized
+
+    @cached_property
+    def _serializers(self) -> dict[str, tuple[Attribute[Any], str | None]]:
+        """Each attribute, and its DynamoDB type when scalar (None: PynamoDB's ``Value`` serializes it)."""
+        return {name: (a, a.attr_type if a.attr_type in _SCALAR_TYPES else None) for name, a in self.attributes.items()}
 
     def class_check(self) -> Condition | None:
         """For a polymorphic model: the stored item, if any, is of this planner's class."""
@@ -458,13 +485,14 @@ class Planner:
         # A new expiry moves onto every lock the record keeps: each is put again (owner: this record).
         moved = old_planner.ttl is not None and changed is not None and old_planner.ttl in changed
         after: dict[str, str | None] | None = {}
-        for c, reads in old_planner.reads:
+        for c, reads, c_slots in old_planner.reads:
             if changed is not None and changed.isdisjoint(reads):
                 # Unchanged: its keys after the write are the ones held, if known.
                 if known is None or after is None:
                     after = None
                 else:
-                    after.update((slot, known.get(slot)) for slot, _ in slots(c))
+                    for slot in c_slots:
+                        after[slot] = known.get(slot)
                 if moved:
                     held = _forms(old_planner.held_keys(c, stored)).items()
                     puts.extend(LockPut(c, c.values(desired), key, former) for key, former in held)
@@ -472,7 +500,7 @@ class Planner:
             old_keys = old_planner.held_keys(c, stored)
             new_keys = old_planner.form_keys(c, desired)
             if after is not None:
-                after.update((slot, key) for (slot, _), key in zip(slots(c), new_keys, strict=False))
+                after.update(zip(c_slots, new_keys, strict=False))
             # Each form's lock moves on its own; a key held before and after (in either form) stays.
             old, new = _forms(old_keys), _forms(new_keys)
             for key, former in old.items():
@@ -515,8 +543,11 @@ class Planner:
             before: Mapping[str, str | None] = {}
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
-        held = [(c, key, former) for c in old.constraints for slot, former in slots(c) if (key := before.get(slot))]
-        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
-        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
+        held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
+        if not_ours:
+            releases = tuple([LockRelease(c, key, former) for c, key, former in held if key not in not_ours])
+            checks = tuple([LockNotOurs(c, key, former) for c, key, former in held if key in not_ours])
+        else:
+            releases, checks = tuple([LockRelease(c, key, former) for c, key, former in held]), ()
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
         return Plan(RecordWrite("delete", guard), releases, (), stored, checks)
