@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.constants import ALL_OLD, RETURN_VALUES_ON_CONDITION_FAILURE
 from pynamodb.expressions.condition import Condition
-from pynamodb.expressions.update import Action
+from pynamodb.expressions.update import Action, Update
 
 from ._context import OwnerKey, context_of
 from ._locks import LockTable
@@ -39,24 +39,43 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 _GUARD_TEXT: dict[tuple[Any, ...], tuple[str, dict[str, str]]] = {}
 
 
-def _guarded(instance: Model, op: RecordOp, guard: Guard, owner: OwnerKey | None) -> dict[str, Any]:
-    """A put or delete whose only condition is the library's guard, its text compiled once per shape.
+def _guarded(
+    instance: Model, op: RecordOp, guard: Guard, owner: OwnerKey | None, actions: Sequence[Action] | None
+) -> dict[str, Any]:
+    """A record write whose only condition is the library's guard, its text compiled once per shape.
 
-    Equal to PynamoDB's builder with the guard's condition (a unit test compares them); PynamoDB
+    Equal to PynamoDB's builder with the guard's condition (a unit test compares them). PynamoDB
     builds a put without a condition and the guard's expression is added to it; a delete, being
-    only the key, is built here.
+    only the key, is built here; an update's actions are serialized by PynamoDB's ``Update`` after
+    the guard, sharing its placeholders, as PynamoDB's builder numbers them.
     """
     if op == "put":
         kwargs = instance.get_save_kwargs_from_instance(return_values_on_condition_failure=ALL_OLD)
-    else:
-        context = context_of(type(instance))
-        assert context is not None  # noqa: S101 - guards are planned for unique models only.
-        kwargs = {
-            "TableName": context.table_name,
-            "Key": context.key_item(instance, owner),
-            RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
-        }
-    return {**kwargs, **guard_condition(guard)}
+        kwargs.update(guard_condition(guard))
+        return kwargs
+    context = context_of(type(instance))
+    assert context is not None  # noqa: S101 - guards are planned for unique models only.
+    kwargs = {
+        "TableName": context.table_name,
+        "Key": context.key_of(owner) if owner is not None else context.key_item(instance),
+    }
+    condition = guard_condition(guard)
+    if op == "delete":
+        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
+        kwargs.update(condition)
+        return kwargs
+    # PynamoDB's placeholders map names to placeholders; the condition's come first.
+    placeholders = {name: placeholder for placeholder, name in condition.get("ExpressionAttributeNames", {}).items()}
+    values: dict[str, Any] = condition.get("ExpressionAttributeValues", {})
+    if "ConditionExpression" in condition:
+        kwargs["ConditionExpression"] = condition["ConditionExpression"]
+    kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
+    kwargs["UpdateExpression"] = Update(*(actions or ())).serialize(placeholders, values)
+    if placeholders:
+        kwargs["ExpressionAttributeNames"] = {placeholder: name for name, placeholder in placeholders.items()}
+    if values:
+        kwargs["ExpressionAttributeValues"] = values
+    return kwargs
 
 
 def guard_condition(guard: Guard) -> dict[str, Any]:
@@ -66,7 +85,7 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
         ``ExpressionAttributeValues``, as PynamoDB's builders give them for the same condition.
     """
-    shape = guard.shape()
+    shape, values = guard.compiled()
     text = _GUARD_TEXT.get(shape)
     if text is None:
         condition = guard.condition()
@@ -77,10 +96,13 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         text = _GUARD_TEXT[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
     expression, names = text
     kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
-    values = guard.values()
     if values:
-        kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(values)}
+        kwargs["ExpressionAttributeValues"] = dict(zip(_PLACEHOLDERS, values, strict=False))
     return kwargs
+
+
+#: Value placeholders as PynamoDB numbers them (more than any guard needs).
+_PLACEHOLDERS: Final = tuple(f":{i}" for i in range(256))
 
 
 def record_kwargs(
@@ -96,8 +118,8 @@ def record_kwargs(
     ``owner`` is the record's owner key, when already computed for this request.
     """
     guard = write.guard
-    if condition is None and write.op != "update" and guard is not None and not guard.planner.versioned:
-        return _guarded(instance, write.op, guard, owner)
+    if condition is None and guard is not None and not guard.planner.versioned and (write.op != "update" or actions):
+        return _guarded(instance, write.op, guard, owner, actions)
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
@@ -142,20 +164,21 @@ def lock_kwargs(
     codec = locks.codec
     if owner is None:
         owner = context.owner_fields(instance)
+    if isinstance(action, LockPut):
+        previous = None
+        if previous_owner is not None:
+            previous_context = context_of(type(previous_owner))
+            assert previous_context is not None  # noqa: S101 - transfers are between unique records.
+            previous = previous_context.owner_fields(previous_owner)
+        model = type(instance).__name__
+        return codec.put(action.key, owner, action.namespace, model, previous, expires=expires, now=now)
     if isinstance(action, LockNotOurs):
         return codec.not_ours(action.key, owner)
-    if isinstance(action, LockRelease):
-        hold = action.constraint.hold
-        if hold is None:
-            return codec.release(action.key, owner)
-        until = (int(time.time()) if now is None else now) + int(hold.total_seconds())
-        return codec.hold(action.key, owner, action.namespace, type(instance).__name__, until)
-    previous = None
-    if previous_owner is not None:
-        previous_context = context_of(type(previous_owner))
-        assert previous_context is not None  # noqa: S101 - transfers are between unique records.
-        previous = previous_context.owner_fields(previous_owner)
-    return codec.put(action.key, owner, action.namespace, type(instance).__name__, previous, expires=expires, now=now)
+    hold = action.constraint.hold
+    if hold is None:
+        return codec.release(action.key, owner)
+    until = (int(time.time()) if now is None else now) + int(hold.total_seconds())
+    return codec.hold(action.key, owner, action.namespace, type(instance).__name__, until)
 
 
 def build_request(
@@ -182,23 +205,24 @@ def build_request(
         now: the request's clock (:func:`~pynamodb_unique._send.request_clock`) when its locks may
             expire; default: the clock's.
     """
-    sent = plan.sent()
+    record = plan.record
+    if not plan.transactional:
+        # The record's own write alone: its key serialized once when it is all a delete sends.
+        owner = context.owner(instance) if record.op == "delete" else None
+        item = record_kwargs(instance, record, condition, actions, add_version_condition, owner)
+        if record.op == "update":
+            item["ReturnValues"] = "ALL_NEW"
+        return Request(plan, [item], OPERATIONS[record.op])
     # The owner key, serialized once: the lock items name it, a record delete is only the key.
-    transactional = plan.transactional
-    key = context.owner(instance) if transactional or plan.record.op == "delete" else None
-    fields = context.owner_fields(instance, key) if transactional else None
+    owner = context.owner(instance)
+    fields = context.fields_of(owner)
     # One clock reading per request: expired locks and the end of holds are judged against it.
     if now is None and locks.expiring:
         now = int(time.time())
     items = [
-        record_kwargs(instance, action, condition, actions, add_version_condition, key)
+        record_kwargs(instance, record, condition, actions, add_version_condition, owner)
         if isinstance(action, RecordWrite)
         else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
-        for action in sent
+        for action in plan.sent()
     ]
-    if transactional:
-        return Request(plan, items, "TransactWriteItems")
-    item = items[0]
-    if plan.record.op == "update":
-        item = {**item, "ReturnValues": "ALL_NEW"}
-    return Request(plan, [item], OPERATIONS[plan.record.op])
+    return Request(plan, items, "TransactWriteItems")

@@ -9,6 +9,7 @@ from _backends import Backend, bind_model
 from models import Account
 from pynamodb.attributes import DiscriminatorAttribute, UnicodeAttribute
 from pynamodb.constants import ALL_OLD
+from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueMixin
@@ -24,17 +25,26 @@ STATES = [
 ]
 
 
-def _slow(instance: Any, op: str, condition: Any) -> dict[str, Any]:
-    """What PynamoDB's own builder makes of the same condition."""
+def _slow(instance: Any, op: str, condition: Any, actions: list[Action] | None = None) -> dict[str, Any]:
+    """What PynamoDB's own builder makes of the same condition (and update actions)."""
     if op == "put":
         built: dict[str, Any] = instance.get_save_kwargs_from_instance(
             condition=condition, return_values_on_condition_failure=ALL_OLD
+        )
+    elif op == "update":
+        built = instance.get_update_kwargs_from_instance(
+            actions=list(actions or ()), condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     else:
         built = instance.get_delete_kwargs_from_instance(
             condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     return built
+
+
+def _update_actions(accounts: Any, email: str) -> list[Action]:
+    """A change of the unique email, an attribute the guard names too, and one it does not."""
+    return [accounts.email.set(email), accounts.tenant.remove(), accounts.bio.set("poet")]
 
 
 @pytest.mark.parametrize("stored", STATES)
@@ -51,6 +61,21 @@ def test_guarded_write__equals_pynamodb_builder(moto_backend: None, stored: Stor
         assert record_kwargs(instance, plan.record, None, None, add_version_condition=True) == _slow(
             instance, op, plan.record.condition
         )
+
+
+@pytest.mark.parametrize("stored", STATES)
+def test_guarded_update__equals_pynamodb_builder(moto_backend: None, stored: Stored) -> None:
+    """An update's actions share the guard's placeholders as PynamoDB numbers them (compiled, then cached)."""
+    accounts = bind_model(Account, Backend("moto", None))
+    planner = accounts._uniq_planner  # type: ignore[attr-defined]
+    for email in ("ada@x.io", "bob@y.io"):
+        instance = accounts(pk=f"ACCT#{email}", email=email, username="ada")
+        assumed = Stored(exists=stored.exists, values=dict(stored.values))
+        actions = _update_actions(accounts, email)
+        plan = planner.write("update", assumed, {**assumed.values, "email": email, "tenant": None})
+        built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
+        assert built == _slow(instance, "update", plan.record.condition, actions)
+        assert "UpdateExpression" in built
 
 
 def test_guarded_write__polymorphic_class_in_condition(moto_backend: None) -> None:
