@@ -390,9 +390,7 @@ def _done(outcomes: _Outcomes) -> None:
             record.instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
             continue
         intent = Intent("put", None, None, add_version_condition=True, token=None)
-        after_success(
-            record.context, record.instance, intent, record.plan, record.desired, {}, sent=record.items[0], load=False
-        )
+        after_success(record.context, record.instance, intent, record.plan, record.desired, {}, load=False)
 
 
 def bulk_save(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.attributes import VersionAttribute
-from pynamodb.constants import NUMBER
+from pynamodb.attributes import Attribute, VersionAttribute
+from pynamodb.constants import NULL, NUMBER
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
@@ -20,7 +20,7 @@ from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
 from ._plan import Planner, Stored
-from ._pynamodb import connection, serialized_key
+from ._pynamodb import connection
 from ._registry import generation, maintains_locks, planner_of, stored_class
 from ._send import RETRY_ATTEMPTS
 from .exceptions import InvalidUniqueValue
@@ -59,6 +59,9 @@ class ModelContext:
         self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
+        self._unique_set = frozenset(planner.unique_names)
+        self.hash_attribute = attributes[self.hash_name]
+        self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
         self._locks_generation = -1
 
@@ -78,13 +81,15 @@ class ModelContext:
 
     def active(self) -> Planner | None:
         """The planner when the model's writes move locks; None: its writes are PynamoDB's own."""
-        return self.planner if maintains_locks(self.model) else None
+        # The metaclass gave the model this planner: its own constraints answer without the registry.
+        return self.planner if self.planner.constraints or maintains_locks(self.model) else None
 
     def locks(self) -> LockTable:
         """Where the model's lock items live (cached, renewed with the model's connection)."""
         cached = self._locks
-        renewed = self._locks_generation != generation()
-        if renewed or cached is None or (cached.shared and cached.connection is not connection(self.model)):
+        if cached is not None and self._locks_generation == generation() and not cached.shared:
+            return cached
+        if cached is None or self._locks_generation != generation() or cached.connection is not connection(self.model):
             # A model registered since may share the lock table, and with it how locks expire.
             self._locks_generation = generation()
             cached = self._locks = lock_table(self.model)
@@ -107,9 +112,13 @@ class ModelContext:
         return values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
 
     def owner(self, instance: Model) -> OwnerKey:
-        """The record's key as lock items store it, serialized."""
-        hash_key, range_key = serialized_key(instance)
-        return (hash_key,) if range_key is None else (hash_key, range_key)
+        """The record's key as lock items store it, serialized (as PynamoDB serializes it for its requests)."""
+        values = instance.attribute_values
+        hash_key = self.hash_attribute.serialize(values.get(self.hash_name))
+        if self.range_attribute is None:
+            return (hash_key,)
+        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
+        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
 
     def owner_fields(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item, typed as the record's key attributes are.
@@ -148,11 +157,7 @@ class ModelContext:
         What ``from_raw_data`` and :meth:`values` would give, for the audit's scans: each unique
         attribute deserialized as PynamoDB's ``deserialize`` does, the key as stored.
         """
-        values = {}
-        for name in self.planner.unique_names:
-            attribute = self.attributes[name]
-            raw = item.get(attribute.attr_name)
-            values[name] = None if raw is None else attribute.deserialize(attribute.get_value(raw))
+        values = self._unique_values(item)
         hash_raw = item[self.attributes[self.hash_name].attr_name]
         owner: OwnerKey = (next(iter(hash_raw.values())),)
         if self.range_name is not None:
@@ -190,7 +195,7 @@ class ModelContext:
         if getattr(self.model.Meta, "unique_lock_table", None):
             return  # Locks live elsewhere: any hash key is the record's own.
         raw = instance.attribute_values.get(self.hash_name)
-        hash_key = self.attributes[self.hash_name].serialize(raw) if raw is not None else None
+        hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
         if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
@@ -206,12 +211,13 @@ class ModelContext:
         planner = planner_of(stored_cls)
         values = {name: loaded.attribute_values.get(name) for name in (planner.unique_names if planner else ())}
         source = None if stored_cls is self.model else planner
-        return Stored(exists=True, values=values, source=source, item=item)
+        return Stored(exists=True, values=values, source=source)
 
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
         """The stored item under the instance's key, read consistently (None: no record)."""
-        hash_key, range_key = serialized_key(instance)
-        data = connection(self.model).get_item(hash_key, range_key=range_key, consistent_read=True)
+        owner = self.owner(instance)
+        range_key = owner[1] if len(owner) > 1 else None
+        data = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True)
         item: dict[str, Any] | None = data.get("Item")
         return item
 
@@ -221,21 +227,40 @@ class ModelContext:
         """Remember what is stored under the instance's key (after a read or a write)."""
         vars(instance)[SNAPSHOT] = (key or self.key(instance), stored)
 
-    def remember_loaded(self, instance: Model, item: Mapping[str, Any] | None) -> None:
-        """Remember a loaded item, when the model's writes move locks."""
+    def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
+        """Remember a loaded item, when the model's writes move locks.
+
+        The item itself is kept (a copy of its top level) and read only when a write needs it
+        (:meth:`known`): a load costs no more than PynamoDB's own.
+        """
         if self.active() is not None:
-            values = instance.attribute_values
-            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
-            unique = {name: values.get(name) for name in self.planner.unique_names}
-            vars(instance)[SNAPSHOT] = (key, Stored(exists=True, values=unique, item=item))
+            vars(instance)[SNAPSHOT] = dict(item)
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
         snapshot = vars(instance).get(SNAPSHOT)
         if snapshot is None:
             return None
+        if isinstance(snapshot, dict):
+            # A loaded item, read now as PynamoDB loaded it into the instance.
+            snapshot = vars(instance)[SNAPSHOT] = self._loaded(snapshot)
         remembered, stored = snapshot
         return stored if remembered == (key or self.key(instance)) else None
+
+    def _loaded(self, item: Mapping[str, Any]) -> tuple[tuple[Any, Any], Stored]:
+        """(record key, what is stored) of a loaded item, in the Python values the load gave the instance."""
+        hash_key = _stored_value(self.hash_attribute, item.get(self.hash_attribute.attr_name))
+        range_key = None
+        if self.range_attribute is not None:
+            range_key = _stored_value(self.range_attribute, item.get(self.range_attribute.attr_name))
+        return (hash_key, range_key), Stored(exists=True, values=self._unique_values(item))
+
+    def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The unique attributes' Python values in a stored item (None: absent)."""
+        return {
+            name: _stored_value(self.attributes[name], item.get(self.attributes[name].attr_name))
+            for name in self.planner.unique_names
+        }
 
     # Update actions.
 
@@ -246,7 +271,7 @@ class ModelContext:
             InvalidUniqueValue: an action other than ``.set(literal)`` or ``.remove()`` touches a
                 unique attribute.
         """
-        unique = set(self.planner.unique_names)
+        unique = self._unique_set
         changes: dict[str, Any] = {}
         for action in actions:
             path = action.values[0]
@@ -276,6 +301,13 @@ class ModelContext:
             return None
         attribute = self.attributes[name]
         return attribute.deserialize(attribute.get_value(serialized))
+
+
+def _stored_value(attribute: Attribute[Any], raw: dict[str, Any] | None) -> Any:
+    """An attribute's Python value in a stored item, as PynamoDB's ``deserialize`` loads it (None: absent or NULL)."""
+    if not raw or NULL in raw:
+        return None
+    return attribute.deserialize(attribute.get_value(raw))
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:

@@ -16,7 +16,7 @@ from pynamodb.models import Model as PynamoModel
 from . import _telemetry
 from ._context import ModelContext, OwnerKey, updated_image
 from ._locks import lock_owner, lock_owner_model
-from ._plan import LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
+from ._plan import ABSENT, LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
 from ._pynamodb import connection
 from ._registry import stored_class
 from ._requests import OPERATIONS, and_conditions, build_request
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 MAX_PLANS: Final = 4
 #: The method a caller called, by record operation: spans and logs name the method.
 METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
+
+#: No lock keys (the first plan's ``not_ours``).
+_NONE: Final[frozenset[str]] = frozenset()
 
 FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
 
@@ -115,7 +118,7 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
 Desire = Callable[[Stored], dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Intent:
     """One write as the caller asked for it."""
 
@@ -127,20 +130,27 @@ class Intent:
 
 
 def intent_plan(
-    context: ModelContext, instance: Model, op: RecordOp, actions: Sequence[Action] | None, known: Stored | None
+    context: ModelContext,
+    instance: Model,
+    op: RecordOp,
+    actions: Sequence[Action] | None,
+    known: Stored | None,
+    changes: dict[str, Any] | None = None,
 ) -> tuple[Stored, Desire | None]:
     """What a write assumes is stored, and the values it wants given what is stored.
 
     None as the second item: an ``update`` that touches no unique attribute (a plain UpdateItem).
+    ``changes``: an update's :meth:`~ModelContext.update_changes`, when already read.
     """
     if op == "put":
         desired = context.values(instance)
-        return known or Stored(exists=False), lambda _: desired
+        return known or ABSENT, lambda _: desired
     # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
     guess = known or Stored(exists=True, values=context.values(instance))
     if op == "delete":
         return guess, lambda _: {}
-    changes = context.update_changes(actions or ())
+    if changes is None:
+        changes = context.update_changes(actions or ())
     if not changes:
         return Stored(exists=True), None
     return guess, lambda stored: {**stored.values, **changes}
@@ -187,10 +197,11 @@ def _write(
     base_token = intent.token
     not_ours: set[str] = set()
     locks = context.locks()
+    sender, attempts = connection(context.model).connection, context.retry_attempts
     # A caller's token resent keeps its first request's clock (expiring locks carry the time).
     now = request_clock(base_token) if locks.expiring else None
     for step in range(MAX_PLANS):
-        plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours))
+        plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours) if not_ours else _NONE)
         request = build_request(
             context,
             instance,
@@ -210,14 +221,14 @@ def _write(
         if traced is not None:
             traced.sent(len(request.items))
         try:
-            response = send(connection(context.model).connection, request, step_token, attempts=context.retry_attempts)
+            response = send(sender, request, step_token, attempts=attempts)
         except WriteFailed as failure:
             assumed = _after_failure(context, instance, plan, failure, not_ours)
             if step + 1 < MAX_PLANS:
                 _telemetry.replanned(model_name, method, step + 2, MAX_PLANS)
             continue
         _telemetry.consumed(response, method)
-        return after_success(context, instance, intent, plan, desired, response, key=key, sent=request.record_item())
+        return after_success(context, instance, intent, plan, desired, response, key=key)
     _telemetry.stale(model_name, method, f"the record kept changing ({MAX_PLANS} plans)")
     msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
     raise StaleWrite(msg)
@@ -363,7 +374,6 @@ def after_success(
     response: dict[str, Any],
     *,
     key: tuple[Any, ...] | None = None,
-    sent: dict[str, Any] | None = None,
     load: bool = True,
 ) -> dict[str, Any]:
     """Make the instance reflect what is stored, as PynamoDB does after a write; return the response.
@@ -376,18 +386,16 @@ def after_success(
         desired: the unique values written.
         response: DynamoDB's response.
         key: the record key the write was planned under.
-        sent: the record's request item, when known.
         load: load the stored item after a transactional update, as PynamoDB's ``update()``
             does (PynamoDB's ``TransactWrite`` does not: only literal actions are applied).
     """
     op, actions = intent.op, intent.actions or []
     if op == "delete":
-        context.remember(instance, Stored(exists=False), key)
+        context.remember(instance, ABSENT, key)
         return response
     if op == "put":
         instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-        item = sent.get("Item") if sent is not None else None
-        context.remember(instance, Stored(exists=True, values=desired, item=item, keys=plan.keys), key)
+        context.remember(instance, Stored(exists=True, values=desired, keys=plan.keys), key)
         return response
     if "Attributes" in response:
         # UpdateItem returned the stored item: load it, as PynamoDB's update() does.

@@ -51,17 +51,17 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
     _uniq: ClassVar[ModelContext | None] = None
     #: The model's planner, as the context holds it (kept for tools and tests that plan).
     _uniq_planner: ClassVar[Any] = None
-    #: What this instance knows of its stored record: (key, stored), or None.
-    _uniq_snapshot: tuple[tuple[Any, ...], Stored] | None = None
+    #: What this instance knows of its stored record: (key, stored), a loaded item not yet read, or None.
+    _uniq_snapshot: tuple[tuple[Any, ...], Stored] | dict[str, Any] | None = None
 
-    def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None, Stored | None] | None:
-        """The context, the checked token and what is known to be stored; None: PynamoDB's own write."""
+    def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None] | None:
+        """The context and the checked token; None: PynamoDB's own write."""
         context = context_of(type(self))
         if context is None or context.active() is None:
             return None
         checked = check_token(token)
         context.check_key(self)
-        return context, checked, context.known(self)
+        return context, checked
 
     def save(
         self,
@@ -87,9 +87,9 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         begun = self._uniq_begin(client_request_token)
         if begun is None:
             return super().save(condition, add_version_condition=add_version_condition)
-        context, token, known = begun
+        context, token = begun
         # A bad value is refused while planning, before any request.
-        assumed, desire = intent_plan(context, self, "put", None, known)
+        assumed, desire = intent_plan(context, self, "put", None, context.known(self))
         assert desire is not None  # noqa: S101 - a put always has values.
         response: dict[str, Any] = write(
             context, self, Intent("put", condition, None, add_version_condition, token), assumed, desire
@@ -121,11 +121,14 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if not isinstance(actions, list) or not actions:
             msg = "the value of `actions` is expected to be a non-empty list"
             raise TypeError(msg)
-        context, token, known = begun
+        context, token = begun
         intent = Intent("update", condition, actions, add_version_condition, token)
-        assumed, desire = intent_plan(context, self, "update", actions, known)
-        if desire is None:
+        # What is stored matters only when a unique value moves.
+        changes = context.update_changes(actions)
+        if not changes:
             return plain_update(context, self, intent)
+        assumed, desire = intent_plan(context, self, "update", actions, context.known(self), changes)
+        assert desire is not None  # noqa: S101 - an update with changes plans.
         return write(context, self, intent, assumed, desire)
 
     def delete(
@@ -146,8 +149,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         begun = self._uniq_begin(client_request_token)
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
-        context, token, known = begun
-        assumed, desire = intent_plan(context, self, "delete", None, known)
+        context, token = begun
+        assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
         assert desire is not None  # noqa: S101 - a delete always plans.
         return write(context, self, Intent("delete", condition, None, add_version_condition, token), assumed, desire)
 
