@@ -95,6 +95,9 @@ def _owned_text(fields: int, first: int) -> str:
 # The owner comparison for 1 or 2 owner fields, values numbered from 0 or after another owner's.
 _OWNED: Final = {(n, first): _owned_text(n, first) for n in (1, 2) for first in (0, 1, 2)}
 
+#: Value placeholders, numbered as the owner fields come (two owners: four fields at most).
+_VALUE_PLACEHOLDERS: Final = (":0", ":1", ":2", ":3")
+
 #: ``LockCodec.put_if``'s expectation that no lock exists.
 ABSENT: Final = object()
 
@@ -146,10 +149,9 @@ class LockCodec:
     @staticmethod
     def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
         if len(owners) == 1:
-            values = list(owners[0].values())
-            return {":0": values[0], ":1": values[1]} if len(values) > 1 else {":0": values[0]}
+            return dict(zip(_VALUE_PLACEHOLDERS, owners[0].values(), strict=False))
         fields = [value for owner in owners for value in owner.values()]
-        return {f":{i}": value for i, value in enumerate(fields)}
+        return dict(zip(_VALUE_PLACEHOLDERS, fields, strict=False))
 
     def put(
         self,

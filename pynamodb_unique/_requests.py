@@ -44,22 +44,28 @@ def _guarded(
 ) -> dict[str, Any]:
     """A record write whose only condition is the library's guard, its text compiled once per shape.
 
-    Equal to PynamoDB's builder with the guard's condition (a unit test compares them). PynamoDB
-    builds a put without a condition and the guard's expression is added to it; a delete, being
-    only the key, is built here; an update's actions are serialized by PynamoDB's ``Update`` after
-    the guard, sharing its placeholders, as PynamoDB's builder numbers them.
+    Equal to PynamoDB's builder with the guard's condition (a unit test compares them). A put's
+    item is PynamoDB's public ``serialize()`` (what ``save()`` sends: the key and every attribute,
+    null-checked; a versioned model never comes here); a delete, being only the key, is built
+    here; an update's actions are serialized by PynamoDB's ``Update`` after the guard, sharing its
+    placeholders, as PynamoDB's builder numbers them.
     """
-    if op == "put":
-        kwargs = instance.get_save_kwargs_from_instance(return_values_on_condition_failure=ALL_OLD)
-        kwargs.update(guard_condition(guard))
-        return kwargs
     context = context_of(type(instance))
     assert context is not None  # noqa: S101 - guards are planned for unique models only.
+    condition = guard_condition(guard)
+    kwargs: dict[str, Any]
+    if op == "put":
+        kwargs = {
+            "TableName": context.table_name,
+            "Item": instance.serialize(),
+            RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
+        }
+        kwargs.update(condition)
+        return kwargs
     kwargs = {
         "TableName": context.table_name,
         "Key": context.key_of(owner) if owner is not None else context.key_item(instance),
     }
-    condition = guard_condition(guard)
     if op == "delete":
         kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
         kwargs.update(condition)
