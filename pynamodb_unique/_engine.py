@@ -10,8 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pynamodb.exceptions import CancellationReason, UpdateError
-from pynamodb.models import Model as PynamoModel
+from pynamodb.exceptions import CancellationReason
 
 from . import _telemetry
 from ._context import ModelContext, OwnerKey, updated_image
@@ -25,10 +24,8 @@ from ._send import (
     WriteFailed,
     conditional_check_error,
     derive_token,
-    error_code,
     new_token,
     request_clock,
-    retrying,
     send,
 )
 from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
@@ -234,13 +231,17 @@ def _write(
     raise StaleWrite(msg)
 
 
+#: The plan of every update that moves no unique value (shared: a plan is never changed once made).
+_PLAIN_UPDATE: Final = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+
+
 def plain_update_request(context: ModelContext, instance: Model, intent: Intent) -> Request:
     """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap.
 
     A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
     check of the stored class and asks for the item when it fails.
     """
-    plan = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
+    plan = _PLAIN_UPDATE
     if context.planner.discriminator is None:
         kwargs = instance.get_update_kwargs_from_instance(
             actions=list(intent.actions or ()),
@@ -265,6 +266,10 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
 def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
 
+    The request is PynamoDB's ``update()``'s, built by its public builder and loaded into the
+    instance as ``update()`` loads it; a failed condition raises ``ConditionFailed`` (an
+    ``UpdateError`` whose cause is the ``ConditionalCheckFailedException``).
+
     Traced as one span, as :func:`write` is.
     """
     traced = _telemetry.start("update", context.model.__name__)
@@ -277,8 +282,6 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
 
 def _plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
     _telemetry.sending(context.model.__name__, "update", "UpdateItem", 1, 1)
-    if context.planner.discriminator is None:
-        return _pynamodb_update(context, instance, intent)
     request = plain_update_request(context, instance, intent)
     try:
         response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
@@ -289,27 +292,6 @@ def _plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any
         raise ConditionFailed(msg, error) from error
     _telemetry.consumed(response, "update")
     instance.deserialize(response["Attributes"])
-    return response
-
-
-def _pynamodb_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
-    """PynamoDB's own ``update()``, retried on conflicts and throttling; a failed condition is ConditionFailed."""
-    actions = intent.actions or []
-
-    def call() -> Any:
-        # PynamoDB appends the version action to the list it is given: a fresh copy per send.
-        return PynamoModel.update(
-            instance, list(actions), intent.condition, add_version_condition=intent.add_version_condition
-        )
-
-    try:
-        response = retrying(call, attempts=context.retry_attempts)
-    except UpdateError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise
-        msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
-        raise ConditionFailed(msg, exc.cause) from exc.cause
-    _telemetry.consumed(response, "update")
     return response
 
 

@@ -51,10 +51,11 @@ RETRYABLE_CODES: Final = frozenset(
     }
 )
 RETRYABLE_REASONS: Final = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
-_SINGLE_ERRORS: Final[dict[str, type[PynamoDBException]]] = {
-    "PutItem": PutError,
-    "UpdateItem": UpdateError,
-    "DeleteItem": DeleteError,
+#: The error PynamoDB's put_item, update_item and delete_item raise, and its message.
+_SINGLE_ERRORS: Final[dict[str, tuple[type[PynamoDBException], str]]] = {
+    "PutItem": (PutError, "Failed to put item"),
+    "UpdateItem": (UpdateError, "Failed to update item"),
+    "DeleteItem": (DeleteError, "Failed to delete item"),
 }
 
 #: Replaced by tests that inject faults, so backoff does not slow them down.
@@ -202,9 +203,10 @@ def _single(connection: Connection, operation: str, item: dict[str, Any]) -> dic
     try:
         return connection.dispatch(operation, dict(item))
     except (BotoCoreError, ClientError) as exc:
-        # Wrapped as PynamoDB's own put_item/update_item/delete_item wrap them.
-        error = _SINGLE_ERRORS[operation]
-        raise error(f"Failed to {operation}: {exc}", exc) from exc
+        # Wrapped as PynamoDB's own put_item/update_item/delete_item wrap them (the botocore
+        # error is the cause, and the implicit context).
+        error, text = _SINGLE_ERRORS[operation]
+        raise error(f"{text}: {exc}", exc)  # noqa: B904
 
 
 def _prepared(connection: Connection, request: Request, token: str | None) -> Callable[[], dict[str, Any]]:
