@@ -8,11 +8,12 @@ PynamoDB's own methods, overridden.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.attributes import Attribute, VersionAttribute
-from pynamodb.constants import NULL, NUMBER
+from pynamodb.constants import BINARY, NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
@@ -27,6 +28,9 @@ from .exceptions import InvalidUniqueValue
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
+
+#: DynamoDB types whose Python values cannot change in place.
+_SCALARS: Final = frozenset({STRING, NUMBER, BINARY})
 
 #: The instance attribute holding what an instance knows of its stored record: (key, Stored).
 SNAPSHOT: Final = "_uniq_snapshot"
@@ -60,6 +64,7 @@ class ModelContext:
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
         self._unique_set = frozenset(planner.unique_names)
+        self._mutable = tuple(name for name in planner.unique_names if attributes[name].attr_type not in _SCALARS)
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
@@ -102,9 +107,17 @@ class ModelContext:
     # An instance's values and keys.
 
     def values(self, instance: Model) -> dict[str, Any]:
-        """The values of the attributes the constraints read, by Python name (None when unset)."""
+        """The values of the attributes the constraints read, by Python name (None when unset).
+
+        A value that can change in place (a map, list or set a partial constraint's condition
+        reads) is copied: a snapshot must not change with the instance.
+        """
         values = instance.attribute_values
-        return {name: values.get(name) for name in self.planner.unique_names}
+        found = {name: values.get(name) for name in self.planner.unique_names}
+        for name in self._mutable:
+            if found[name] is not None:
+                found[name] = copy.deepcopy(found[name])
+        return found
 
     def key(self, instance: Model) -> tuple[Any, Any]:
         """The record's key as Python values: what a snapshot is remembered under."""
@@ -132,7 +145,7 @@ class ModelContext:
     def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
         fields = {OWNER_HASH: {self.attributes[self.hash_name].attr_type: owner[0]}}
-        if self.range_name is not None:
+        if self.range_name is not None and len(owner) > 1:
             fields[OWNER_RANGE] = {self.attributes[self.range_name].attr_type: owner[1]}
         return fields
 
@@ -177,7 +190,8 @@ class ModelContext:
         """One of this model's record keys (as lock items store it) as DynamoDB JSON."""
         hash_attribute = self.attributes[self.hash_name]
         item = {hash_attribute.attr_name: {hash_attribute.attr_type: owner[0]}}
-        if self.range_name is not None:
+        # A range key of None is left out, as PynamoDB's builders leave it (DynamoDB refuses the key).
+        if self.range_name is not None and len(owner) > 1:
             range_attribute = self.attributes[self.range_name]
             item[range_attribute.attr_name] = {range_attribute.attr_type: owner[1]}
         return item
@@ -227,36 +241,25 @@ class ModelContext:
         """Remember what is stored under the instance's key (after a read or a write)."""
         vars(instance)[SNAPSHOT] = (key or self.key(instance), stored)
 
-    def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
-        """Remember a loaded item, when the model's writes move locks.
+    def remember_loaded(self, instance: Model) -> None:
+        """Remember what a load (get, query, scan, refresh, update's item) gave the instance.
 
-        The item itself is kept (a copy of its top level) and read only when a write needs it
-        (:meth:`known`): a load costs no more than PynamoDB's own.
+        Read from the instance, so exactly as PynamoDB loaded it (defaults applied, maps as
+        ``MapAttribute``), when the model's writes move locks.
         """
         if self.active() is not None:
-            vars(instance)[SNAPSHOT] = dict(item)
+            vars(instance)[SNAPSHOT] = (self.key(instance), Stored(exists=True, values=self.values(instance)))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
         snapshot = vars(instance).get(SNAPSHOT)
         if snapshot is None:
             return None
-        if isinstance(snapshot, dict):
-            # A loaded item, read now as PynamoDB loaded it into the instance.
-            snapshot = vars(instance)[SNAPSHOT] = self._loaded(snapshot)
         remembered, stored = snapshot
         return stored if remembered == (key or self.key(instance)) else None
 
-    def _loaded(self, item: Mapping[str, Any]) -> tuple[tuple[Any, Any], Stored]:
-        """(record key, what is stored) of a loaded item, in the Python values the load gave the instance."""
-        hash_key = _stored_value(self.hash_attribute, item.get(self.hash_attribute.attr_name))
-        range_key = None
-        if self.range_attribute is not None:
-            range_key = _stored_value(self.range_attribute, item.get(self.range_attribute.attr_name))
-        return (hash_key, range_key), Stored(exists=True, values=self._unique_values(item))
-
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        """The unique attributes' Python values in a stored item (None: absent)."""
+        """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
         return {
             name: _stored_value(self.attributes[name], item.get(self.attributes[name].attr_name))
             for name in self.planner.unique_names

@@ -51,8 +51,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
     _uniq: ClassVar[ModelContext | None] = None
     #: The model's planner, as the context holds it (kept for tools and tests that plan).
     _uniq_planner: ClassVar[Any] = None
-    #: What this instance knows of its stored record: (key, stored), a loaded item not yet read, or None.
-    _uniq_snapshot: tuple[tuple[Any, ...], Stored] | dict[str, Any] | None = None
+    #: What this instance knows of its stored record: (key, stored), or None.
+    _uniq_snapshot: tuple[tuple[Any, ...], Stored] | None = None
 
     def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None] | None:
         """The context and the checked token; None: PynamoDB's own write."""

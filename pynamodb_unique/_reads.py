@@ -52,7 +52,7 @@ class UniqueReads(Model):
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
-            context.remember_loaded(instance, data)
+            context.remember_loaded(instance)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
@@ -65,7 +65,7 @@ class UniqueReads(Model):
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:
-            context.remember_loaded(self, attribute_values)
+            context.remember_loaded(self)
 
     @classmethod
     def query(
