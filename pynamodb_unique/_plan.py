@@ -117,7 +117,7 @@ class Guard:
         """(:meth:`shape`, :meth:`values`), read in one pass over the stored values."""
         planner, stored = self.planner, self.stored
         if not stored.exists:
-            return (id(planner), False, self.gone_ok, ()), []
+            return (False, self.gone_ok, ()), []
         stored_values = stored.values
         absent = []
         found = []
@@ -128,7 +128,7 @@ class Guard:
                 found.append(planner.serialize(name, value))
         if planner.discriminator is not None and planner.kind is not None:
             found.append(Value(planner.kind, attribute=planner.discriminator).value)
-        return (id(planner), True, self.gone_ok, tuple(absent)), found
+        return (True, self.gone_ok, tuple(absent)), found
 
 
 def former_slot(name: str) -> str:
@@ -412,6 +412,11 @@ class Planner:
             (c, frozenset((*c.attributes, *c.condition_attributes)), tuple(slot for slot, _ in slots(c)))
             for c in self.constraints
         )
+
+    @cached_property
+    def guard_texts(self) -> dict[tuple[Any, ...], tuple[str, dict[str, str]]]:
+        """Each guard shape's condition text and names, compiled once (by ``_requests.guard_condition``)."""
+        return {}
 
     @cached_property
     def all_slots(self) -> tuple[tuple[Constraint, str, bool], ...]:

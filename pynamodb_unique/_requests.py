@@ -36,7 +36,6 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 
 
 # The text of a guard's condition (expression and names) per shape; only its values change per write.
-_GUARD_TEXT: dict[tuple[Any, ...], tuple[str, dict[str, str]]] = {}
 
 
 def _guarded(
@@ -92,14 +91,15 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         ``ExpressionAttributeValues``, as PynamoDB's builders give them for the same condition.
     """
     shape, values = guard.compiled()
-    text = _GUARD_TEXT.get(shape)
+    texts = guard.planner.guard_texts
+    text = texts.get(shape)
     if text is None:
         condition = guard.condition()
         if condition is None:
             return {}
         names: dict[str, str] = {}
         expression = condition.serialize(names, {})
-        text = _GUARD_TEXT[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
+        text = texts[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
     expression, names = text
     kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
     if values:
@@ -124,7 +124,10 @@ def record_kwargs(
     ``owner`` is the record's owner key, when already computed for this request.
     """
     guard = write.guard
-    if condition is None and guard is not None and not guard.planner.versioned and (write.op != "update" or actions):
+    # The writer's own version check (a polymorphic write may guard another class's item).
+    writer = context_of(type(instance))
+    versioned = writer is None or writer.planner.versioned
+    if condition is None and guard is not None and not versioned and (write.op != "update" or actions):
         return _guarded(instance, write.op, guard, owner, actions)
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
