@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
-import os
 import random
 import secrets
 import threading
@@ -76,32 +74,13 @@ def check_token(token: str | None) -> str | None:
     return token
 
 
-class _Tokens:
-    """Fresh tokens without a system call each: a random per-process prefix and a counter.
-
-    A token only has to differ from every other request's within DynamoDB's 10 minutes: 64 random
-    bits per process (drawn again in a forked child) and a 64-bit counter give 32 hex characters.
-    """
-
-    def __init__(self) -> None:
-        self.reseed()
-
-    def reseed(self) -> None:
-        self.prefix = secrets.token_hex(8)
-        self.counter = itertools.count(secrets.randbits(48))
-
-    def __call__(self) -> str:
-        # ``next`` on itertools.count is atomic under the GIL: threads never share a number.
-        return f"{self.prefix}{next(self.counter):016x}"
-
-
-_tokens = _Tokens()
-os.register_at_fork(after_in_child=_tokens.reseed)
-
-
 def new_token() -> str:
-    """A fresh token for one logical operation: 32 hex characters, unique within the process and across processes."""
-    return _tokens()
+    """A fresh token for one logical operation: 128 random bits as 32 hex characters.
+
+    Drawn from the operating system each time: a counter would repeat in every copy of a restored
+    process snapshot (Lambda SnapStart), and DynamoDB would take a copy's write for a replay.
+    """
+    return secrets.token_hex(16)
 
 
 #: How long DynamoDB honours a ClientRequestToken, in seconds.
