@@ -1,0 +1,766 @@
+"""The write path's shortcuts keep what they replace: PynamoDB's builders, its loads and the order sent.
+
+Written by a review of the speed work: requests built without PynamoDB's builders equal theirs,
+a snapshot holds what PynamoDB's load gave the instance (defaults, maps), keys without a range
+value are left out as PynamoDB leaves them, and the guard text cache belongs to its planner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import pytest
+from _backends import Backend, RequestCounter, bind_model
+from models import Account
+from pynamodb.attributes import (
+    BinaryAttribute,
+    DiscriminatorAttribute,
+    ListAttribute,
+    MapAttribute,
+    NumberAttribute,
+    NumberSetAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+    VersionAttribute,
+)
+from pynamodb.constants import ALL_OLD
+from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.expressions.update import Action
+from pynamodb.models import Model
+
+from pynamodb_unique import ConditionFailed, UniqueAttribute, UniqueConstraint, UniqueMixin, _plan, create_lock_table
+from pynamodb_unique._context import ModelContext, context_of
+from pynamodb_unique._plan import (
+    SENT_ORDER,
+    Guard,
+    LockNotOurs,
+    LockPut,
+    LockRelease,
+    Plan,
+    PlanAction,
+    Planner,
+    RecordWrite,
+    Stored,
+)
+from pynamodb_unique._requests import guard_condition, record_kwargs
+from pynamodb_unique._send import _transact, new_token
+
+MOTO = Backend("moto", None)
+M = TypeVar("M", bound=Model)
+ABSENT: Stored = _plan.ABSENT
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+class Flagged(UniqueMixin, Model):
+    """A partial constraint whose condition reads a raw MapAttribute, as PynamoDB users read one."""
+
+    class Meta:
+        table_name = "write-path-flagged"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="ACTIVE_EMAIL",
+                condition=lambda r: r.flags is not None and bool(r.flags.active),
+                condition_attributes=("flags",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
+    bio = UnicodeAttribute(null=True)
+
+
+class Defaulted(UniqueMixin, Model):
+    """A partial constraint whose condition attribute has a default (PynamoDB applies it on load)."""
+
+    class Meta:
+        table_name = "write-path-defaulted"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(default="live")
+
+
+class Profile(MapAttribute[str, Any]):
+    """A typed map, for nested update paths."""
+
+    city = UnicodeAttribute(null=True, attr_name="City")
+    zip = UnicodeAttribute(null=True)
+
+
+class Shapes(UniqueMixin, Model):
+    """Attributes of many shapes, with attr_names that differ from the Python names."""
+
+    class Meta:
+        table_name = "write-path-shapes"
+        region = "us-east-1"
+        unique_lock_table = "write-path-shapes-locks"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    rev = NumberAttribute(range_key=True, attr_name="Rev")
+    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Email"), normalize=str.casefold)
+    handle = UniqueAttribute(UnicodeAttribute(null=True, attr_name="#handle"))
+    code = UniqueAttribute(NumberAttribute(null=True, attr_name="Code"))
+    profile = Profile(null=True, attr_name="Prof")  # type: ignore[no-untyped-call]
+    tags = ListAttribute(null=True, attr_name="Tags")  # type: ignore[var-annotated]
+    labels = UnicodeSetAttribute(null=True)
+    counts = NumberSetAttribute(null=True)
+    visits = NumberAttribute(null=True, attr_name="Visits")
+    bio = UnicodeAttribute(null=True)
+
+
+class NumLocked(UniqueMixin, Model):
+    """Numeric keys, locks in a separate table."""
+
+    class Meta:
+        table_name = "write-path-numlocked"
+        region = "us-east-1"
+        unique_lock_table = "write-path-numlocked-locks"
+
+    id = NumberAttribute(hash_key=True, attr_name="Id")
+    rev = NumberAttribute(range_key=True, attr_name="Rev")
+    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
+
+
+class BinLocked(UniqueMixin, Model):
+    """A binary hash key, locks in a separate table."""
+
+    class Meta:
+        table_name = "write-path-binlocked"
+        region = "us-east-1"
+        unique_lock_table = "write-path-binlocked-locks"
+
+    id = BinaryAttribute(hash_key=True, legacy_encoding=False)
+    email = UniqueAttribute(UnicodeAttribute(null=True))
+
+
+class Held(UniqueMixin, Model):
+    """Releases that are holds (puts) next to releases that are deletes."""
+
+    class Meta:
+        table_name = "write-path-held"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    a = UniqueAttribute(UnicodeAttribute(null=True), hold=timedelta(hours=1))
+    b = UniqueAttribute(UnicodeAttribute(null=True))
+    c = UniqueAttribute(UnicodeAttribute(null=True), hold=timedelta(hours=1))
+    d = UniqueAttribute(UnicodeAttribute(null=True))
+
+
+class OneA(UniqueMixin, Model):
+    """One unique attribute named ``alpha``."""
+
+    class Meta:
+        table_name = "write-path-one-a"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    alpha = UniqueAttribute(UnicodeAttribute(null=True))
+
+
+class OneB(UniqueMixin, Model):
+    """One unique attribute named ``beta``: a guard of the same shape as OneA's, other names."""
+
+    class Meta:
+        table_name = "write-path-one-b"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    beta = UniqueAttribute(UnicodeAttribute(null=True))
+
+
+def _family() -> tuple[type[Model], type[Model]]:
+    """A polymorphic family, defined per test (its table created on moto)."""
+
+    class Animal(UniqueMixin, Model):
+        class Meta:
+            table_name = "write-path-animals"
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        kind = DiscriminatorAttribute(attr_name="Kind")
+        name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
+        age = NumberAttribute(null=True)
+
+    class Cat(Animal, discriminator="cat"):
+        pass
+
+    Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return Animal, Cat
+
+
+def _with_locks(model: type[M]) -> type[M]:
+    """The bound model with its separate lock table created (moto starts empty)."""
+    create_lock_table(model, wait=True)
+    return model
+
+
+def _context(model: type[Model]) -> ModelContext:
+    context = context_of(model)
+    assert context is not None
+    return context
+
+
+def _planner(model: type[Model]) -> Planner:
+    planner = model._uniq_planner  # type: ignore[attr-defined]
+    assert isinstance(planner, Planner)
+    return planner
+
+
+def _pynamodb_update(instance: Any, condition: Any, actions: Sequence[Action]) -> dict[str, Any]:
+    """PynamoDB's own builder for the same update."""
+    built: dict[str, Any] = instance.get_update_kwargs_from_instance(
+        actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
+    )
+    return built
+
+
+# --- a snapshot holds what PynamoDB's load gave the instance --------------------------------
+
+
+def test_snapshot__raw_map_condition_attribute__save_after_get(moto_backend: None) -> None:
+    """A raw MapAttribute read by a partial constraint's condition: get() then save() and update().
+
+    PynamoDB loads a raw map as a MapAttribute (``MapAttribute.__set__`` wraps the dict its
+    ``deserialize`` returns), so ``r.flags.active`` works on a loaded record; the planner runs the
+    condition on the snapshot's value, which must be that MapAttribute too (a snapshot read from
+    the raw item held a dict, and the condition raised AttributeError).
+    """
+    flagged = bind_model(Flagged, MOTO)
+    flagged(pk="a", email="a@x.io", flags={"active": True}).save()
+    loaded = flagged.get("a")
+    assert loaded.flags is not None
+    assert loaded.flags.active is True  # PynamoDB's own load: a MapAttribute.
+    loaded.bio = "hello"
+    loaded.save()
+    again = flagged.get("a")
+    again.update(actions=[flagged.email.set("b@x.io")])
+    assert flagged.unique_owner(email="b@x.io") == ("a",)
+    assert flagged.unique_owner(email="a@x.io") is None
+
+
+def test_snapshot__raw_map_value_is_what_the_load_gave(moto_backend: None) -> None:
+    """The snapshot's value of a raw map is a MapAttribute, as the instance's is (not deserialize's dict)."""
+    flagged = bind_model(Flagged, MOTO)
+    flagged(pk="a", email="a@x.io", flags={"active": True}).save()
+    loaded = flagged.get("a")
+    known = _context(flagged).known(loaded)
+    assert known is not None
+    assert type(known.values["flags"]) is type(loaded.flags)
+
+
+def test_snapshot__defaulted_attribute__equals_stored_from_item(moto_backend: None) -> None:
+    """An attribute absent (or NULL) in the item gets its default on load, in the snapshot too.
+
+    PynamoDB's load applies ``default`` to attributes missing from the item
+    (``_container_deserialize`` -> ``_set_defaults(_user_instantiated=False)``); the snapshot reads
+    the instance, so it sees the default, as ``stored_from_item`` (the re-plan's read) does: both
+    views of one item agree.
+    """
+    defaulted = bind_model(Defaulted, MOTO)
+    connection = defaulted._get_connection()
+    item = {"pk": {"S": "r1"}, "email": {"S": "e@x.io"}}  # Written by another writer: no status.
+    connection.put_item("r1", attributes={"email": {"S": "e@x.io"}})
+    loaded = defaulted.get("r1")
+    assert loaded.status == "live"  # PynamoDB applied the default.
+    context = _context(defaulted)
+    eager = context.stored_from_item(item)
+    assert context.known(loaded) == eager
+
+
+def test_snapshot__map_changed_in_place_after_save__lock_released(moto_backend: None) -> None:
+    """A condition attribute changed in place after save(): the next save() sees it and releases the lock.
+
+    The snapshot keeps a copy of a value that can change in place (here a MapAttribute the partial
+    constraint reads); sharing the instance's object, it would change with it.
+    """
+    flagged = bind_model(Flagged, MOTO)
+    record = flagged(pk="a", email="a@x.io", flags={"active": True})
+    record.save()
+    assert flagged.unique_owner(email="a@x.io") == ("a",)
+    assert record.flags is not None
+    record.flags.active = False  # In place: the same MapAttribute object.
+    with RequestCounter(flagged) as counter:
+        record.save()
+    # One request: the snapshot still says active, so the plan releases the lock at once (a
+    # snapshot changed with the instance would plan no change, and its compare-and-swap would
+    # fail and send the write again from the stored item).
+    assert counter.operations == ["TransactWriteItems"]
+    assert flagged.unique_owner(email="a@x.io") is None
+    flagged(pk="b", email="a@x.io", flags={"active": True}).save()  # The value is free again.
+    assert flagged.unique_owner(email="a@x.io") == ("b",)
+
+
+def test_versioned_writer_over_unversioned_item__version_checked(moto_backend: None) -> None:
+    """A versioned class replacing another class's item sends its own version check.
+
+    The re-plan over the stored item guards with the stored class's planner; whether the write is
+    versioned is the writer's (a versioned save() whose version is not the stored one fails).
+    """
+
+    class Creature(UniqueMixin, Model):
+        class Meta:
+            table_name = "write-path-creatures"
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True)
+        kind = DiscriminatorAttribute()
+        name = UniqueAttribute(UnicodeAttribute(null=True))
+
+    class Plain(Creature, discriminator="plain"):
+        pass
+
+    class Versioned(Creature, discriminator="versioned"):
+        version = VersionAttribute()
+
+    Creature.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Plain(pk="c1", name="tom").save()
+    stale = Versioned(pk="c1", name="tom")
+    stale.version = 3  # It believes version 3 is stored; the item has no version.
+    with pytest.raises(ConditionFailed):
+        stale.save()
+    assert type(Creature.get("c1")) is Plain
+
+
+# --- a record whose range key is None: the key left out, as PynamoDB leaves it -------------
+
+
+def test_guarded_update__range_key_none__equals_pynamodb_builder(moto_backend: None) -> None:
+    """PynamoDB's builder leaves the range key out when its value is None (DynamoDB then answers
+    ValidationException, raised as ``UpdateError``); the guarded update's key does the same.
+    """
+    accounts = bind_model(Account, MOTO)
+    instance = accounts(pk="ACCT#1", email="e@x.io")
+    instance.sk = None
+    actions = [accounts.email.set("e@x.io")]
+    assumed = Stored(exists=True, values={"email": "e@x.io"})
+    plan = _planner(accounts).write("update", assumed, {"email": "e@x.io"})
+    assert not plan.transactional
+    built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
+    assert built == _pynamodb_update(instance, plan.record.condition, actions)
+
+
+def test_update__range_key_none__raises_pynamodb_error(moto_backend: None) -> None:
+    """End to end: update() of such a record raises PynamoDB's UpdateError (not an IndexError)."""
+    accounts = bind_model(Account, MOTO)
+    instance = accounts(pk="ACCT#1", email="e@x.io")
+    instance.sk = None
+    with pytest.raises(UpdateError):
+        instance.update(actions=[accounts.email.set("e@x.io")])
+
+
+def test_delete__range_key_none__raises_pynamodb_error(moto_backend: None) -> None:
+    """delete() of a lock-less record whose range key is None raises PynamoDB's error, not an IndexError."""
+    accounts = bind_model(Account, MOTO)
+    instance = accounts(pk="ACCT#1", email=None)
+    instance.email = None
+    instance.sk = None
+    with pytest.raises(Exception) as info:  # noqa: PT011 - PynamoDB's DeleteError expected.
+        instance.delete()
+    assert not isinstance(info.value, IndexError)
+
+
+# --- the guard text cache belongs to its planner ---------------------------------------------
+
+
+def test_guard_text_cache__per_planner() -> None:
+    """Two planners, guards of the same shape: each gets its own attribute names.
+
+    The cache was once keyed by ``id(planner)``: a planner collected with its model class (the
+    registry holds models weakly) left its text under an address a new planner could get.
+    """
+    first, second = dataclasses.replace(_planner(OneA)), dataclasses.replace(_planner(OneB))
+    built_first = guard_condition(Guard(first, Stored(exists=True, values={"alpha": "x"})))
+    built_second = guard_condition(Guard(second, Stored(exists=True, values={"beta": "y"})))
+    assert built_first["ExpressionAttributeNames"] == {"#0": "alpha"}
+    assert built_second["ExpressionAttributeNames"] == {"#0": "beta"}
+    assert first.guard_texts is not second.guard_texts
+
+
+# --- sent() order ---------------------------------------------------------------------
+
+
+def _reference_sent(plan: Plan) -> list[PlanAction]:
+    """The order by grouping, as PynamoDB's transact_write_items groups: by op, the record first in its group."""
+    groups: dict[str, list[PlanAction]] = {group: [] for group in SENT_ORDER}
+    groups["check"].extend(plan.checks)
+    groups[plan.record.op].append(plan.record)
+    for release in plan.releases:
+        groups[release.op].append(release)
+    groups["put"].extend(plan.puts)
+    return [action for group in SENT_ORDER for action in groups[group]]
+
+
+def _held_plans() -> list[Plan]:
+    planner = _planner(Held)
+    full = {"a": "a1", "b": "b1", "c": "c1", "d": "d1"}
+    other = {"a": "a2", "b": "b2", "c": "c2", "d": "d2"}
+    stored = Stored(exists=True, values=full)
+    keys = {name: str(key) for name, key in planner.keys(full).items()}
+    plans = []
+    for op in ("put", "update"):
+        plans.append(planner.write(op, ABSENT if op == "put" else Stored(exists=True), other))
+        plans.append(planner.write(op, stored, other))
+        plans.append(planner.write(op, stored, {**full, "b": "b2", "c": "c2"}))
+        plans.append(planner.write(op, stored, other, not_ours=frozenset({keys["B"], keys["A"]})))
+        plans.append(planner.write(op, stored, {**full, "a": None, "d": None}))
+    plans.append(planner.delete(stored))
+    plans.append(planner.delete(stored, not_ours=frozenset({keys["C"], keys["D"]})))
+    plans.append(planner.delete(ABSENT))
+    # Hand-made plans: every interleaving of hold and plain releases, with checks.
+    constraints = {c.name: c for c in planner.constraints}
+    hold_a, plain_b, hold_c, plain_d = (constraints[n] for n in ("A", "B", "C", "D"))
+    releases = (
+        LockRelease(plain_b, "kb"),
+        LockRelease(hold_a, "ka"),
+        LockRelease(plain_d, "kd"),
+        LockRelease(hold_c, "kc"),
+    )
+    checks = (LockNotOurs(plain_d, "kd2"), LockNotOurs(hold_a, "ka2"))
+    puts = (LockPut(hold_c, ("x",), "kx"), LockPut(plain_b, ("y",), "ky"))
+    for op in ("put", "update", "delete"):
+        record = RecordWrite(op, None)  # type: ignore[arg-type]
+        for rel in (releases, releases[::-1], releases[:2], releases[1::2], ()):
+            plans.append(Plan(record, rel, puts if op != "delete" else (), ABSENT, checks))
+            plans.append(Plan(record, rel, (), ABSENT, ()))
+    return plans
+
+
+def test_sent__equals_the_sorted_order_of_before() -> None:
+    """Checks, deletes, puts, updates; each group in its previous order; holds are puts; the record first."""
+    plans = _held_plans()
+    assert any(isinstance(a, LockRelease) and a.op == "put" for p in plans for a in p.releases)
+    for plan in plans:
+        sent = plan.sent()
+        assert [id(a) for a in sent] == [id(a) for a in _reference_sent(plan)], plan
+        assert plan.sent() is sent  # Cached.
+        ops = [a.op for a in sent]
+        assert ops == sorted(ops, key=SENT_ORDER.index)
+
+
+# --- the guarded update equals PynamoDB's builder -------------------------------------
+
+
+def _shape_actions(shapes: Any, email: str) -> list[list[Action]]:
+    return [
+        [shapes.email.set(email)],
+        [shapes.email.set(email), shapes.handle.remove()],
+        [shapes.email.set(email), shapes.bio.set("poet"), shapes.visits.add(1)],
+        [shapes.email.set(email), shapes.profile.city.set("Paris"), shapes.profile.zip.remove()],
+        [shapes.email.set(email), shapes.tags[0].set("first"), shapes.tags[2].remove()],
+        [shapes.email.set(email), shapes.tags.set(shapes.tags.append(["z"]))],
+        [shapes.email.set(email), shapes.tags.set(shapes.tags.prepend(["a"]))],
+        [shapes.email.set(email), shapes.labels.add({"x", "y"}), shapes.counts.delete({1, 2})],
+        [shapes.email.set(email), shapes.visits.set(shapes.visits + 1), shapes.bio.set(shapes.bio | "none")],
+        [shapes.email.set(email), shapes.handle.set("h"), shapes.code.set(7)],
+        [shapes.code.set(8), shapes.handle.set("hh"), shapes.email.set(email), shapes.bio.remove()],
+        [shapes.email.set(email), shapes.profile.set({"city": "Rome"}), shapes.labels.remove()],
+        [shapes.email.set(email), shapes.visits.set(shapes.visits - 2), shapes.counts.add({3})],
+    ]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        pytest.param(Stored(exists=False), id="absent"),
+        pytest.param(Stored(exists=True, values={"email": "old@x.io"}), id="one"),
+        pytest.param(Stored(exists=True, values={"email": "old@x.io", "handle": "h0", "code": 3}), id="all"),
+        pytest.param(Stored(exists=True, values={"handle": "h0"}), id="other"),
+    ],
+)
+def test_guarded_update__action_shapes__equal_pynamodb_builder(moto_backend: None, stored: Stored) -> None:
+    """Nested map paths, list indexes, add/delete/remove, functions, attr_names, the guarded attributes themselves."""
+    shapes = bind_model(Shapes, MOTO)
+    planner = _planner(shapes)
+    context = _context(shapes)
+    for email in ("new@x.io", "NEWER@x.io"):
+        for actions in _shape_actions(shapes, email):
+            instance = shapes(pk="S#1", rev=3, email=email)
+            changes = context.update_changes(actions)
+            desired = {**stored.values, **changes}
+            plan = planner.write("update", stored, desired)
+            built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
+            assert built == _pynamodb_update(instance, plan.record.condition, actions), actions
+            # The transactional path serializes the key itself: the same key.
+            owner = context.owner(instance)
+            built_owned = record_kwargs(instance, plan.record, None, actions, add_version_condition=True, owner=owner)
+            assert built_owned == built
+
+
+def test_guarded_update__polymorphic__equals_pynamodb_builder(moto_backend: None) -> None:
+    """The guard's class check takes the first value placeholders; the actions' follow."""
+    _, cat_cls = _family()
+    cat_model: Any = cat_cls
+    cat = cat_model(pk="c1", name="tom", age=3)
+    planner = _planner(cat_model)
+    for stored in (Stored(exists=False), Stored(exists=True, values={"name": "tom"})):
+        actions = [cat_model.name.set("felix"), cat_model.age.add(1), cat_model.kind.set(cat_model)]
+        plan = planner.write("update", stored, {"name": "felix"})
+        built = record_kwargs(cat, plan.record, None, actions, add_version_condition=True)
+        assert built == _pynamodb_update(cat, plan.record.condition, actions)
+
+
+def test_guarded_update__numeric_keys__equal_pynamodb_builder(moto_backend: None) -> None:
+    """A numeric hash and range key with attr_names, locks elsewhere."""
+    model = bind_model(NumLocked, MOTO)
+    instance = model(id=7, rev=2, email="n@x.io")
+    plan = _planner(model).write("update", Stored(exists=True, values={"email": "m@x.io"}), {"email": "n@x.io"})
+    actions = [model.email.set("n@x.io")]
+    built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
+    assert built == _pynamodb_update(instance, plan.record.condition, actions)
+
+
+# --- owner() serializes the key as PynamoDB does ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [
+        pytest.param(Account, {"pk": "ACCT#1", "sk": "X"}, id="strings"),
+        pytest.param(Account, {"pk": "ACCT#1", "sk": None}, id="range-none"),
+        pytest.param(NumLocked, {"id": 7, "rev": 2.5}, id="numbers"),
+        pytest.param(NumLocked, {"id": 7, "rev": None}, id="number-range-none"),
+        pytest.param(BinLocked, {"id": b"\x00\xff"}, id="binary"),
+        pytest.param(Shapes, {"pk": "S", "rev": 0}, id="zero-range"),
+    ],
+)
+def test_owner__equals_pynamodb_serialized_key(model: type[Model], values: dict[str, Any]) -> None:
+    """``owner()`` equals ``_get_hash_range_key_serialized_values`` (range None: left out)."""
+    instance = model()
+    for name, value in values.items():
+        setattr(instance, name, value)
+    hash_key, range_key = instance._get_hash_range_key_serialized_values()
+    expected = (hash_key,) if range_key is None else (hash_key, range_key)
+    assert _context(model).owner(instance) == expected
+
+
+# --- a snapshot equals the read of the stored item --------------------------------------------
+
+
+def _shapes_items() -> list[dict[str, Any]]:
+    return [
+        {"PK": {"S": "S#1"}, "Rev": {"N": "3"}},
+        {"PK": {"S": "S#1"}, "Rev": {"N": "3"}, "Email": {"S": "a@x.io"}, "#handle": {"S": "h"}, "Code": {"N": "7"}},
+        {"PK": {"S": "S#1"}, "Rev": {"N": "3.5"}, "Email": {"NULL": True}, "Code": {"N": "-0.25"}},
+        {"PK": {"S": "S#1"}, "Rev": {"N": "3"}, "email": {"S": "python-name-is-not-stored@x.io"}},
+    ]
+
+
+@pytest.mark.parametrize("item", _shapes_items())
+def test_snapshot__equals_stored_from_item(moto_backend: None, item: dict[str, Any]) -> None:
+    """attr_names, a numeric range key, NULL and absent values: a load's snapshot equals stored_from_item."""
+    shapes = bind_model(Shapes, MOTO)
+    context = _context(shapes)
+    loaded = shapes.from_raw_data(dict(item))
+    known = context.known(loaded)
+    assert known == context.stored_from_item(item)
+    assert known is not None
+    assert known.values == context.values(loaded)
+    assert vars(loaded)["_uniq_snapshot"] == (context.key(loaded), known)
+
+
+def test_snapshot__key_changed_after_load__unknown(moto_backend: None) -> None:
+    """A loaded instance whose key changed knows nothing of the record under its new key."""
+    shapes = bind_model(Shapes, MOTO)
+    context = _context(shapes)
+    loaded = shapes.from_raw_data({"PK": {"S": "S#1"}, "Rev": {"N": "3"}, "Email": {"S": "a@x.io"}})
+    loaded.rev = 4
+    assert context.known(loaded) is None
+    loaded.rev = 3
+    assert context.known(loaded) == Stored(exists=True, values={"email": "a@x.io", "handle": None, "code": None})
+
+
+def test_snapshot__polymorphic_load(moto_backend: None) -> None:
+    """A base-class query yields the stored class; its snapshot is read by that class's context."""
+    animal_cls, cat_cls = _family()
+    animal: Any = animal_cls
+    cat: Any = cat_cls
+    cat(pk="c1", name="tom").save()
+    loaded = animal.get("c1")
+    assert type(loaded) is cat
+    assert _context(cat).known(loaded) == Stored(exists=True, values={"name": "tom"})
+    loaded.name = "felix"
+    loaded.save()
+    assert cat.unique_owner(name="felix") == ("c1",)
+    assert cat.unique_owner(name="tom") is None
+
+
+def test_snapshot__get_then_move__one_transaction_no_read(moto_backend: None) -> None:
+    """A loaded record moves its value in one TransactWriteItems, read from the remembered item."""
+    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes(pk="S#1", rev=3, email="a@x.io", code=7).save()
+    loaded = shapes.get("S#1", 3)
+    with RequestCounter(shapes) as counter:
+        loaded.update(actions=[shapes.email.set("b@x.io"), shapes.visits.add(1)])
+    assert counter.operations == ["TransactWriteItems", "GetItem"]  # The GetItem: loading ALL_NEW after.
+    assert shapes.unique_owner(email="b@x.io") == ("S#1", 3)
+    assert shapes.unique_owner(email="a@x.io") is None
+    with RequestCounter(shapes) as counter:
+        loaded.update(actions=[shapes.bio.set("x")])
+    assert counter.operations == ["UpdateItem"]
+
+
+def test_numeric_keys_in_lock_table__lifecycle(moto_backend: None) -> None:
+    """Numeric keys, attr_names and a separate lock table: save, load, move, delete."""
+    model = _with_locks(bind_model(NumLocked, MOTO))
+    model(id=7, rev=2, email="n@x.io").save()
+    loaded = model.get(7, 2)
+    loaded.email = "m@x.io"
+    loaded.save()
+    assert model.unique_owner(email="m@x.io") == (7, 2)
+    assert model.unique_owner(email="n@x.io") is None
+    loaded.delete()
+    assert model.unique_owner(email="m@x.io") is None
+
+
+# --- TransactWriteItems sent as PynamoDB sends it ---------------------------------------
+
+
+def _grouped(table: str) -> dict[str, list[dict[str, Any]]]:
+    def key(pk: str) -> dict[str, Any]:
+        return {"PK": {"S": pk}, "SK": {"S": "PROFILE"}}
+
+    return {
+        "check": [{"TableName": table, "Key": key("c"), "ConditionExpression": "attribute_not_exists (PK)"}],
+        "delete": [{"TableName": table, "Key": key("d")}],
+        "put": [{"TableName": table, "Item": {**key("p"), "email": {"S": "x"}}}],
+        "update": [
+            {
+                "TableName": table,
+                "Key": key("u"),
+                "UpdateExpression": "SET #0 = :0",
+                "ExpressionAttributeNames": {"#0": "bio"},
+                "ExpressionAttributeValues": {":0": {"S": "b"}},
+            }
+        ],
+    }
+
+
+def test_transact__same_request_as_pynamodb(moto_backend: None) -> None:
+    """The same operation arguments as ``Connection.transact_write_items``, token and capacity included."""
+    accounts = bind_model(Account, MOTO)
+    connection = accounts._get_connection().connection
+    grouped = _grouped(accounts.Meta.table_name)
+    with RequestCounter(accounts) as counter:
+        connection.transact_write_items(
+            condition_check_items=grouped["check"],
+            delete_items=grouped["delete"],
+            put_items=grouped["put"],
+            update_items=grouped["update"],
+            client_request_token="tok-a",
+        )
+        _transact(connection, grouped, "tok-b")
+        connection.transact_write_items([], [], grouped["put"], [])
+        _transact(connection, {"put": grouped["put"]}, None)
+    theirs, ours, theirs_plain, ours_plain = counter.params("TransactWriteItems")
+    assert theirs.pop("ClientRequestToken") == "tok-a"
+    assert ours.pop("ClientRequestToken") == "tok-b"
+    assert ours == theirs
+    # botocore fills in a token left out (an idempotency token): a random one on both.
+    assert ours_plain.pop("ClientRequestToken") != theirs_plain.pop("ClientRequestToken")
+    assert ours_plain == theirs_plain
+
+
+@pytest.mark.parametrize("failure", ["no-table", "cancelled"])
+def test_transact__errors_wrapped_as_pynamodb(moto_backend: None, failure: str) -> None:
+    """TransactWriteError, its message, its cause, its context and its cancellation reasons, as PynamoDB's."""
+    accounts = bind_model(Account, MOTO)
+    connection = accounts._get_connection().connection
+    table = "missing-table" if failure == "no-table" else accounts.Meta.table_name
+    grouped = _grouped(table)
+    if failure == "cancelled":
+        accounts(pk="c", email="c@x.io").save()  # The ConditionCheck fails.
+    errors: list[TransactWriteError] = []
+    for send in (
+        lambda: connection.transact_write_items(grouped["check"], grouped["delete"], grouped["put"], grouped["update"]),
+        lambda: _transact(connection, grouped, None),
+    ):
+        with pytest.raises(TransactWriteError) as info:
+            send()
+        errors.append(info.value)
+    theirs, ours = errors
+    assert type(ours) is type(theirs)
+    assert str(ours) == str(theirs)
+    assert type(ours.cause) is type(theirs.cause)
+    assert ours.cause_response_code == theirs.cause_response_code
+    assert ours.__cause__ is None
+    assert theirs.__cause__ is None
+    assert ours.__context__ is ours.cause
+    assert theirs.__context__ is theirs.cause
+    assert [r and r.code for r in ours.cancellation_reasons] == [r and r.code for r in theirs.cancellation_reasons]
+
+
+# --- tokens ----------------------------------------------------------------------------
+
+
+def test_new_token__format_and_uniqueness() -> None:
+    """32 hex characters, never repeated; a forked child draws its own (no state shared with the parent)."""
+    tokens = [new_token() for _ in range(10_000)]
+    assert len(set(tokens)) == len(tokens)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", t) for t in tokens)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child.
+        try:
+            os.write(write, new_token().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = new_token()
+    assert re.fullmatch(r"[0-9a-f]{32}", child)
+    assert child[:16] != parent[:16]
+    assert child not in tokens
+
+
+# --- the shared ABSENT is never changed ----------------------------------------------
+
+
+def test_absent__unchanged_by_writes(moto_backend: None) -> None:
+    """Saves of new records (assumed ABSENT), deletes (remembered as ABSENT), re-plans: ABSENT stays empty."""
+    accounts = bind_model(Account, MOTO)
+    first = accounts(pk="ACCT#1", email="a@x.io", username="a")
+    first.save()
+    second = accounts(pk="ACCT#2", email="b@x.io", username="a")
+    with pytest.raises(Exception):  # noqa: B017, PT011 - UniqueViolation; only ABSENT matters here.
+        second.save()
+    first.delete()
+    assert vars(first)["_uniq_snapshot"][1] is ABSENT
+    first.save()  # Planned from the remembered ABSENT.
+    first.email = "c@x.io"
+    first.save()
+    first.delete()
+    assert Stored(exists=False) == ABSENT
+    assert dict(ABSENT.values) == {}
+    assert ABSENT.keys is None
+    assert ABSENT.source is None
+
+
+def test_update_without_unique_change__plain_update(moto_backend: None) -> None:
+    """update() reads the unique changes first: a plain UpdateItem, whatever the snapshot holds."""
+    accounts = bind_model(Account, MOTO)
+    accounts(pk="ACCT#1", email="a@x.io").save()
+    loaded = accounts.get("ACCT#1", "PROFILE")
+    with RequestCounter(accounts) as counter:
+        response = loaded.update(actions=[accounts.bio.set("x")])
+    assert counter.operations == ["UpdateItem"]
+    assert response["Attributes"]["bio"] == {"S": "x"}
+    assert loaded.bio == "x"
