@@ -185,22 +185,25 @@ class OneB(UniqueMixin, Model):
     beta = UniqueAttribute(UnicodeAttribute(null=True))
 
 
+class Animal(UniqueMixin, Model):
+    """A polymorphic family, defined once (its table created on each test's moto)."""
+
+    class Meta:
+        table_name = "write-path-animals"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    kind = DiscriminatorAttribute(attr_name="Kind")
+    name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
+    age = NumberAttribute(null=True)
+
+
+class Cat(Animal, discriminator="cat"):
+    pass
+
+
 def _family() -> tuple[type[Model], type[Model]]:
-    """A polymorphic family, defined per test (its table created on moto)."""
-
-    class Animal(UniqueMixin, Model):
-        class Meta:
-            table_name = "write-path-animals"
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        kind = DiscriminatorAttribute(attr_name="Kind")
-        name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
-        age = NumberAttribute(null=True)
-
-    class Cat(Animal, discriminator="cat"):
-        pass
-
+    """The polymorphic family, its table created on this test's moto."""
     Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     return Animal, Cat
 
