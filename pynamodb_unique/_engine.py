@@ -190,7 +190,6 @@ def _write(
 ) -> Any:
     """:func:`write`'s loop; ``traced`` counts its plans and items."""
     method, model_name = METHODS[intent.op], context.model.__name__
-    key = context.key(instance)
     base_token = intent.token
     not_ours: set[str] = set()
     locks = context.locks()
@@ -225,7 +224,7 @@ def _write(
                 _telemetry.replanned(model_name, method, step + 2, MAX_PLANS)
             continue
         _telemetry.consumed(response, method)
-        return after_success(context, instance, intent, plan, desired, response, key=key)
+        return after_success(context, instance, intent, plan, desired, response)
     _telemetry.stale(model_name, method, f"the record kept changing ({MAX_PLANS} plans)")
     msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
     raise StaleWrite(msg)

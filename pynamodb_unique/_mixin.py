@@ -59,9 +59,10 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         context = context_of(type(self))
         if context is None or context.active() is None:
             return None
-        checked = check_token(token)
+        if token is not None:
+            check_token(token)
         context.check_key(self)
-        return context, checked
+        return context, token
 
     def save(
         self,

@@ -39,7 +39,12 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 
 
 def _guarded(
-    instance: Model, op: RecordOp, guard: Guard, owner: OwnerKey | None, actions: Sequence[Action] | None
+    context: ModelContext,
+    instance: Model,
+    op: RecordOp,
+    guard: Guard,
+    owner: OwnerKey | None,
+    actions: Sequence[Action] | None,
 ) -> dict[str, Any]:
     """A record write whose only condition is the library's guard, its text compiled once per shape.
 
@@ -49,8 +54,6 @@ def _guarded(
     here; an update's actions are serialized by PynamoDB's ``Update`` after the guard, sharing its
     placeholders, as PynamoDB's builder numbers them.
     """
-    context = context_of(type(instance))
-    assert context is not None  # noqa: S101 - guards are planned for unique models only.
     condition = guard_condition(guard)
     kwargs: dict[str, Any]
     if op == "put":
@@ -118,17 +121,24 @@ def record_kwargs(
     actions: Sequence[Action] | None,
     add_version_condition: bool,
     owner: OwnerKey | None = None,
+    context: ModelContext | None = None,
 ) -> dict[str, Any]:
     """The request item for the record's own write, with the caller's and the library's conditions.
 
-    ``owner`` is the record's owner key, when already computed for this request.
+    ``owner`` is the record's owner key, and ``context`` its model's, when already at hand.
     """
     guard = write.guard
     # The writer's own version check (a polymorphic write may guard another class's item).
-    writer = context_of(type(instance))
+    writer = context or context_of(type(instance))
     versioned = writer is None or writer.planner.versioned
-    if condition is None and guard is not None and not versioned and (write.op != "update" or actions):
-        return _guarded(instance, write.op, guard, owner, actions)
+    if (
+        writer is not None
+        and condition is None
+        and guard is not None
+        and not versioned
+        and (write.op != "update" or actions)
+    ):
+        return _guarded(writer, instance, write.op, guard, owner, actions)
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
@@ -218,7 +228,7 @@ def build_request(
     if not plan.transactional:
         # The record's own write alone: its key serialized once when it is all a delete sends.
         owner = context.owner(instance) if record.op == "delete" else None
-        item = record_kwargs(instance, record, condition, actions, add_version_condition, owner)
+        item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
         if record.op == "update":
             item["ReturnValues"] = "ALL_NEW"
         return Request(plan, [item], OPERATIONS[record.op])
@@ -229,7 +239,7 @@ def build_request(
     if now is None and locks.expiring:
         now = int(time.time())
     items = [
-        record_kwargs(instance, record, condition, actions, add_version_condition, owner)
+        record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
         if isinstance(action, RecordWrite)
         else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
         for action in plan.sent()

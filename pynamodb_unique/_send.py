@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import random
-import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -80,7 +80,7 @@ def new_token() -> str:
     Drawn from the operating system each time: a counter would repeat in every copy of a restored
     process snapshot (Lambda SnapStart), and DynamoDB would take a copy's write for a replay.
     """
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()  # What secrets.token_hex(16) returns, one call less.
 
 
 #: How long DynamoDB honours a ClientRequestToken, in seconds.
@@ -227,10 +227,20 @@ def backoff(attempt: int) -> None:
     sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not cryptography.
 
 
-def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
+def retrying(
+    call: Callable[[], _R],
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    failed: Callable[[PynamoDBException], None] | None = None,
+) -> _R:
     """Call ``call``, resending on conflicts and throttling with bounded, jittered backoff.
 
     The request is resent unchanged, so a transaction keeps its ClientRequestToken.
+
+    Args:
+        call: one attempt.
+        attempts: attempts in all.
+        failed: sees each error first, and may raise another (a failed condition, for instance).
 
     Raises:
         TransientError: conflicts or throttling outlasted ``attempts``.
@@ -239,6 +249,8 @@ def retrying(call: Callable[[], _R], *, attempts: int = RETRY_ATTEMPTS) -> _R:
         try:
             return call()
         except PynamoDBException as exc:
+            if failed is not None:
+                failed(exc)
             if not is_transient(exc):
                 raise
             if attempt + 1 == attempts:
@@ -297,14 +309,12 @@ def conditional_check_error(cause: PynamoDBException, operation: str, item: Any 
     return error
 
 
-def _send_once(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    try:
-        return call()
-    except (TransactWriteError, PutError, UpdateError, DeleteError) as exc:
+def _failed_condition(exc: PynamoDBException) -> None:
+    """Raise :class:`WriteFailed` when a write's condition failed (the reasons say which)."""
+    if isinstance(exc, (TransactWriteError, PutError, UpdateError, DeleteError)):
         reasons = _condition_reasons(exc)
         if reasons is not None:
             raise WriteFailed(reasons, exc) from exc
-        raise
 
 
 #: BatchGetItem reads at most 100 keys per request.
@@ -373,17 +383,8 @@ def send_transaction(
         TransientError: conflicts or throttling outlasted ``attempts``.
         IdempotencyMismatch: ``token`` was used for a different request.
     """
-
-    def once() -> dict[str, Any]:
-        try:
-            return _transact(connection, grouped, token)
-        except TransactWriteError as exc:
-            reasons = _condition_reasons(exc)
-            if reasons is not None:
-                raise WriteFailed(reasons, exc) from exc
-            raise
-
-    return retrying(once, attempts=attempts)
+    call = functools.partial(_transact, connection, grouped, token)
+    return retrying(call, attempts=attempts, failed=_failed_condition)
 
 
 def send(
@@ -401,4 +402,4 @@ def send(
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
     """
-    return retrying(functools.partial(_send_once, _prepared(connection, request, token)), attempts=attempts)
+    return retrying(_prepared(connection, request, token), attempts=attempts, failed=_failed_condition)
