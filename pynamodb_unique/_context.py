@@ -247,7 +247,7 @@ class ModelContext:
         Read from the instance, so exactly as PynamoDB loaded it (defaults applied, maps as
         ``MapAttribute``), when the model's writes move locks.
         """
-        if self.active() is not None:
+        if self.planner.constraints or self.active() is not None:
             vars(instance)[SNAPSHOT] = (self.key(instance), Stored(exists=True, values=self.values(instance)))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:

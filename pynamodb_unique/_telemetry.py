@@ -73,13 +73,13 @@ class _OTel:
 
     def tracing(self) -> bool:
         """Whether a tracer provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self._tracing:
+        if not self._tracing and time.monotonic() >= self._next_check:
             self._check()
         return self._tracing
 
     def metering(self) -> bool:
         """Whether a meter provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self._metering:
+        if not self._metering and time.monotonic() >= self._next_check:
             self._check()
         return self._metering
 
