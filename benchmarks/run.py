@@ -809,8 +809,8 @@ class Rates:
     cpu_per_op: Spread
 
 
-def throughput(host: str, per_thread: int, repeats: int) -> dict[str, Rates]:
-    """Signups, 8 threads, distinct values: the library, boto3 with its request, boto3 with the minimal one."""
+def throughput(host: str, per_thread: int, repeats: int, threads: int = THREADS) -> dict[str, Rates]:
+    """Signups on ``threads`` threads, distinct values: the library, boto3 with its request, with the minimal one."""
     client = _boto3_client(host)
     table = UniqueAccount.Meta.table_name
     template = captured_signup()
@@ -841,16 +841,16 @@ def throughput(host: str, per_thread: int, repeats: int) -> dict[str, Rates]:
 
     makers = {LIB: library, BOTO3_SAME: same, BOTO3_MINIMAL: minimal}
     keys = {LIB: "lib", BOTO3_SAME: "same", BOTO3_MINIMAL: "min"}
-    total = THREADS * per_thread
+    total = threads * per_thread
     for name, make in makers.items():
-        _threads(THREADS, make(f"warm{keys[name]}"))
+        _threads(threads, make(f"warm{keys[name]}"))
     rates: dict[str, list[float]] = {name: [] for name in HTTP_CONTENDERS}
     cpu: dict[str, list[float]] = {name: [] for name in HTTP_CONTENDERS}
     for r in range(repeats):
         for name in rotated(HTTP_CONTENDERS, r):
             gc.collect()
             started = time.process_time()
-            wall = _threads(THREADS, makers[name](f"{keys[name]}{r}"))
+            wall = _threads(threads, makers[name](f"{keys[name]}{r}"))
             rates[name].append(total / wall)
             cpu[name].append((time.process_time() - started) / total)
     return {name: Rates(Spread(tuple(rates[name])), Spread(tuple(cpu[name]))) for name in HTTP_CONTENDERS}
@@ -1009,13 +1009,13 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
     ]
 
 
-def report_throughput(report: Report, host: str, per_thread: int, repeats: int) -> None:
-    """Section 3."""
+def report_throughput(report: Report, host: str, per_thread: int, repeats: int, threads: int = THREADS) -> None:
+    """Section 3; the target is judged at 8 threads only."""
     print(
-        f"\n== 3. signups over HTTP, {THREADS} threads, distinct values "
-        f"({THREADS * per_thread} signups per run, {repeats} repetitions)"
+        f"\n== 3. signups over HTTP, {threads} threads, distinct values "
+        f"({threads * per_thread} signups per run, {repeats} repetitions)"
     )
-    rates = throughput(host, per_thread, repeats)
+    rates = throughput(host, per_thread, repeats, threads)
     lib = rates[LIB].per_second
     rows = [
         (
@@ -1026,21 +1026,19 @@ def report_throughput(report: Report, host: str, per_thread: int, repeats: int) 
         )
         for name in HTTP_CONTENDERS
     ]
-    header = ["client, 8 threads", "signups/s", "client CPU µs/signup", "library / this"]
+    header = [f"client, {threads} threads", "signups/s", "client CPU µs/signup", "library / this"]
     print("\n".join(_table(header, rows)))
-    print(
-        report.target(
-            "HTTP signups: library / boto3 same request",
-            ratio(lib, rates[BOTO3_SAME].per_second).median,
-            HTTP_TARGET,
-            at_most=False,
-        )
-    )
+    same = ratio(lib, rates[BOTO3_SAME].per_second)
+    if threads == THREADS:
+        print(report.target("HTTP signups: library / boto3 same request", same.median, HTTP_TARGET, at_most=False))
+    else:
+        judged = f"(the target is judged at {THREADS} threads)"
+        print(f"HTTP signups: library / boto3 same request: {same.show(digits=2)} {judged}")
     print(f"HTTP signups: library / boto3 minimal items: {ratio(lib, rates[BOTO3_MINIMAL].per_second).show(digits=2)}")
     report.markdown += [
         "",
-        f"Signups over HTTP, {THREADS} threads on distinct values, median (min-max) of {repeats} alternating "
-        f"repetitions x {THREADS * per_thread:,} signups:",
+        f"Signups over HTTP, {threads} threads on distinct values, median (min-max) of {repeats} alternating "
+        f"repetitions x {threads * per_thread:,} signups:",
         "",
         *_markdown(header, rows),
     ]
@@ -1089,6 +1087,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help=f"alternating repetitions (at least {MIN_REPEATS}; default 7)")
     parser.add_argument("--audit-items", type=int, help="items in the audited table (default 20,000)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the library per operation")
+    parser.add_argument(
+        "--http-threads", type=int, default=THREADS, help=f"client threads of the HTTP section (default {THREADS})"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         iterations, repeats, per_thread, contended, audit_items, bulk_records = 150, MIN_REPEATS, 15, 15, 3_000, 300
@@ -1113,7 +1114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind(host, "cpu")
         report_cpu(report, iterations, repeats, profile=args.profile)
         bind(host, "http")
-        report_throughput(report, host, per_thread, repeats)
+        report_throughput(report, host, per_thread, repeats, args.http_threads)
         bind(host, "contention")
         report_contention(report, contended)
         report_audit(report, host, audit_items, repeats)
