@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
+from _damage import _context
 from models import Account
 from pynamodb.attributes import (
     BinaryAttribute,
@@ -34,7 +35,6 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from pynamodb_unique import ConditionFailed, UniqueAttribute, UniqueConstraint, UniqueMixin, _plan, create_lock_table
-from pynamodb_unique._context import ModelContext, context_of
 from pynamodb_unique._plan import (
     SENT_ORDER,
     Guard,
@@ -212,12 +212,6 @@ def _with_locks(model: type[M]) -> type[M]:
     """The bound model with its separate lock table created (moto starts empty)."""
     create_lock_table(model, wait=True)
     return model
-
-
-def _context(model: type[Model]) -> ModelContext:
-    context = context_of(model)
-    assert context is not None
-    return context
 
 
 def _planner(model: type[Model]) -> Planner:
