@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 ExplainOp = Literal["save", "update", "delete"]
 
-_TRANSACT_KINDS = {"check": "ConditionCheck", "put": "Put", "update": "Update", "delete": "Delete"}
-
 
 def _bytes_as_base64(value: object) -> str:
     if isinstance(value, (bytes, bytearray)):
@@ -121,14 +119,9 @@ def explain(
             # The clock a write with the same token would use (expiring locks carry the time).
             now=request_clock(token, keep=False) if locks.expiring else None,
         )
-    plan = request.plan
     if not request.transactional:
         return Explanation(request.operation, dict(request.items[0]))
-    body: dict[str, Any] = {
-        "TransactItems": [
-            {_TRANSACT_KINDS[action.op]: item} for action, item in zip(plan.sent(), request.items, strict=True)
-        ]
-    }
+    body: dict[str, Any] = {"TransactItems": request.transact_items()}
     if token is not None:
         body["ClientRequestToken"] = token
     return Explanation(request.operation, body)

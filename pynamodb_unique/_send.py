@@ -130,6 +130,10 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
     return digest[:MAX_TOKEN_LENGTH]
 
 
+#: How each group is named in TransactItems.
+_TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
+
+
 @dataclass(frozen=True)
 class Request:
     """A plan turned into DynamoDB operation arguments, one dict per sent action."""
@@ -143,6 +147,11 @@ class Request:
         """Whether this is a TransactWriteItems request."""
         return self.operation == "TransactWriteItems"
 
+    def transact_items(self) -> list[dict[str, Any]]:
+        """The items as TransactWriteItems sends them (``{"Put": {...}}``...), in the order planned."""
+        sent = self.plan.sent()
+        return [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, self.items, strict=True)]
+
 
 class WriteFailed(Exception):
     """Internal: a condition failed; ``reasons[i]`` belongs to ``request.plan.sent()[i]``."""
@@ -151,10 +160,6 @@ class WriteFailed(Exception):
         super().__init__("write failed")
         self.reasons = reasons
         self.cause = cause
-
-
-#: How each group is named in TransactItems.
-_TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
 def _transact_items(connection: Connection, items: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
@@ -191,9 +196,7 @@ def _single(connection: Connection, operation: str, item: dict[str, Any]) -> dic
 def _prepared(connection: Connection, request: Request, token: str | None) -> Callable[[], dict[str, Any]]:
     """One send of ``request``, its arguments built once for every resend."""
     if request.transactional:
-        sent = request.plan.sent()
-        items = [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, request.items, strict=True)]
-        return functools.partial(_transact_items, connection, items, token)
+        return functools.partial(_transact_items, connection, request.transact_items(), token)
     return functools.partial(_single, connection, request.operation, request.items[0])
 
 
