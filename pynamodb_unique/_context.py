@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.attributes import Attribute, VersionAttribute
-from pynamodb.constants import BINARY, NULL, NUMBER, STRING
+from pynamodb.constants import NULL, NUMBER
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
-from ._plan import Planner, Stored
+from ._plan import SCALAR_TYPES, Planner, Stored
 from ._pynamodb import connection
 from ._registry import generation, maintains_locks, planner_of, stored_class
 from ._send import RETRY_ATTEMPTS
@@ -28,9 +28,6 @@ from .exceptions import InvalidUniqueValue
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
-
-#: DynamoDB types whose Python values cannot change in place.
-_SCALARS: Final = frozenset({STRING, NUMBER, BINARY})
 
 #: The instance attribute holding what an instance knows of its stored record: (key, Stored).
 SNAPSHOT: Final = "_uniq_snapshot"
@@ -64,7 +61,7 @@ class ModelContext:
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
         self._unique_set = frozenset(planner.unique_names)
-        self._mutable = tuple(name for name in planner.unique_names if attributes[name].attr_type not in _SCALARS)
+        self._mutable = tuple(name for name in planner.unique_names if attributes[name].attr_type not in SCALAR_TYPES)
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
@@ -92,9 +89,8 @@ class ModelContext:
     def locks(self) -> LockTable:
         """Where the model's lock items live (cached, renewed with the model's connection)."""
         cached = self._locks
-        if cached is not None and self._locks_generation == generation() and not cached.shared:
-            return cached
-        if cached is None or self._locks_generation != generation() or cached.connection is not connection(self.model):
+        renewed = self._locks_generation != generation()
+        if renewed or cached is None or (cached.shared and cached.connection is not connection(self.model)):
             # A model registered since may share the lock table, and with it how locks expire.
             self._locks_generation = generation()
             cached = self._locks = lock_table(self.model)
@@ -247,7 +243,7 @@ class ModelContext:
         Read from the instance, so exactly as PynamoDB loaded it (defaults applied, maps as
         ``MapAttribute``), when the model's writes move locks.
         """
-        if self.planner.constraints or self.active() is not None:
+        if self.active() is not None:
             vars(instance)[SNAPSHOT] = (self.key(instance), Stored(exists=True, values=self.values(instance)))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:

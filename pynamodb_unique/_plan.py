@@ -26,7 +26,8 @@ from pynamodb.expressions.operand import Path, Value
 from ._constraint import Constraint
 from .exceptions import UniqueConfigError
 
-_SCALAR_TYPES: Final = frozenset({STRING, NUMBER, BINARY})
+#: DynamoDB's scalar types: their Python values cannot change in place.
+SCALAR_TYPES: Final = frozenset({STRING, NUMBER, BINARY})
 
 #: DynamoDB's limit on the number of actions in one TransactWriteItems.
 MAX_TRANSACTION_ACTIONS: Final = 100
@@ -111,16 +112,12 @@ class Guard:
             return gone if self.gone_ok else None
         return gone | cas if self.gone_ok else cas
 
-    def shape(self) -> tuple[Any, ...]:
-        """What the condition's expression depends on (not the values): a cache key for its text."""
-        return self.compiled()[0]
-
-    def values(self) -> list[dict[str, Any]]:
-        """The condition's values, serialized, in the order its expression numbers them."""
-        return self.compiled()[1]
-
     def compiled(self) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
-        """(:meth:`shape`, :meth:`values`), read in one pass over the stored values."""
+        """(shape, values) of the condition, read in one pass over the stored values.
+
+        The shape is what the expression depends on (a cache key for its text); the values are
+        serialized, in the order the expression numbers them.
+        """
         planner, stored = self.planner, self.stored
         if not stored.exists:
             return (False, self.gone_ok, ()), []
@@ -248,9 +245,8 @@ class Plan:
         if cached is None:
             record, releases = self.record, self.releases
             # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
-            held: list[PlanAction] = [r for r in releases if r.op == "put"]
-            deletes: list[PlanAction] = [r for r in releases if r.op == "delete"] if held else list(releases)
-            puts: list[PlanAction] = [*held, *self.puts]
+            deletes: list[PlanAction] = [r for r in releases if r.op == "delete"]
+            puts: list[PlanAction] = [*(r for r in releases if r.op == "put"), *self.puts]
             if record.op == "put":
                 puts.insert(0, record)
             elif record.op == "delete":
@@ -445,7 +441,7 @@ class Planner:
     @cached_property
     def _serializers(self) -> dict[str, tuple[Attribute[Any], str | None]]:
         """Each attribute, and its DynamoDB type when scalar (None: PynamoDB's ``Value`` serializes it)."""
-        return {name: (a, a.attr_type if a.attr_type in _SCALAR_TYPES else None) for name, a in self.attributes.items()}
+        return {name: (a, a.attr_type if a.attr_type in SCALAR_TYPES else None) for name, a in self.attributes.items()}
 
     def class_check(self) -> Condition | None:
         """For a polymorphic model: the stored item, if any, is of this planner's class."""
@@ -555,10 +551,7 @@ class Planner:
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
         held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
-        if not_ours:
-            releases = tuple([LockRelease(c, key, former) for c, key, former in held if key not in not_ours])
-            checks = tuple([LockNotOurs(c, key, former) for c, key, former in held if key in not_ours])
-        else:
-            releases, checks = tuple([LockRelease(c, key, former) for c, key, former in held]), ()
+        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
+        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
         return Plan(RecordWrite("delete", guard), releases, (), stored, checks)

@@ -35,9 +35,6 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
     return combined
 
 
-# The text of a guard's condition (expression and names) per shape; only its values change per write.
-
-
 def _guarded(
     context: ModelContext,
     instance: Model,
@@ -106,12 +103,8 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
     expression, names = text
     kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
     if values:
-        kwargs["ExpressionAttributeValues"] = dict(zip(_PLACEHOLDERS, values, strict=False))
+        kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(values)}
     return kwargs
-
-
-#: Value placeholders as PynamoDB numbers them (more than any guard needs).
-_PLACEHOLDERS: Final = tuple(f":{i}" for i in range(256))
 
 
 def record_kwargs(
