@@ -33,6 +33,10 @@ Sections:
      token, the re-read after a transactional update); checked against the library's request;
    - *plain PynamoDB*: the record alone, without uniqueness, for reference.
 
+   And a non-unique ``update()`` three ways: the library's, PynamoDB's own ``update()`` called on
+   the library's model (the library's load hook kept, its write path left out) and PynamoDB's on
+   the plain model: what the write path adds, and what it cannot remove.
+
 3. Signups over HTTP, 8 threads, distinct values: the library vs boto3 ``transact_write_items``
    sending the library's own request (captured once from the wire, fresh values per signup) and
    vs boto3 sending the minimal items.
@@ -688,6 +692,31 @@ def client_cpu(iterations: int, repeats: int) -> dict[str, dict[str, Spread]]:
     return {op: {name: Spread(tuple(s)) for name, s in by.items()} for op, by in samples.items()}
 
 
+#: PynamoDB's own ``update()`` called on the library's model: the library's write path left out,
+#: its load hook (the snapshot of the item loaded) kept.
+PYNAMODB_ON_UNIQUE: Final = "PynamoDB's update() on the unique model"
+
+#: What a non-unique ``update()`` costs with and without the library's write path, against PynamoDB's
+#: on a plain model: the part PynamoDB and the load hook take, which no change to the write path removes.
+UPDATE_FLOOR: Final[dict[str, Variant]] = {
+    LIB: CPU_OPERATIONS["non-unique update"][LIB],
+    PYNAMODB_ON_UNIQUE: Variant(_unique_known, lambda a: Model.update(a, actions=[UniqueAccount.bio.set("poet")])),
+    PLAIN: CPU_OPERATIONS["non-unique update"][PLAIN],
+}
+
+
+def update_floor(iterations: int, repeats: int) -> dict[str, Spread]:
+    """CPU seconds per non-unique update: the library, PynamoDB's update() on the same model, plain PynamoDB."""
+    samples: dict[str, list[float]] = {name: [] for name in UPDATE_FLOOR}
+    with stubbed_transport():
+        for variant in UPDATE_FLOOR.values():
+            _cpu_per_op(variant, 50)
+        for r in range(repeats):
+            for name in rotated(list(UPDATE_FLOOR), r):
+                samples[name].append(_cpu_per_op(UPDATE_FLOOR[name], iterations))
+    return {name: Spread(tuple(s)) for name, s in samples.items()}
+
+
 def profile_library(operation: str, iterations: int, top: int = 18) -> str:
     """Where the library's client time goes for ``operation`` (cProfile, by own time)."""
     variant = CPU_OPERATIONS[operation][LIB]
@@ -996,6 +1025,13 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
     ]
     print("\n".join(_table(header, rows)))
     print("(median (min-max) over the repetitions; a ratio is the median (min-max) of the per-repetition ratios)")
+    floor = update_floor(iterations, repeats)
+    lines = [
+        f"non-unique update, {name}: {floor[name].show(1e6)} µs, / plain PynamoDB "
+        f"{ratio(floor[name], floor[PLAIN]).show(digits=2)}"
+        for name in (LIB, PYNAMODB_ON_UNIQUE)
+    ]
+    print("\n".join(lines))
     if profile:
         for op in cpu:
             print(f"\n-- cProfile of the library, {op} ({iterations} operations, stubbed transport)")
@@ -1006,6 +1042,8 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
         f"x {iterations:,} operations:",
         "",
         *_markdown(header, rows),
+        "",
+        *(f"- {line}" for line in lines),
     ]
 
 
