@@ -9,6 +9,8 @@ PynamoDB's own methods, overridden.
 from __future__ import annotations
 
 import copy
+import datetime
+import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,9 +22,9 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
-from ._plan import SCALAR_TYPES, Planner, Stored
-from ._pynamodb import connection
-from ._registry import generation, maintains_locks, planner_of, stored_class
+from ._plan import Planner, Stored
+from ._pynamodb import blank_instance, connection
+from ._registry import generation, maintains_locks, stored_class
 from ._send import RETRY_ATTEMPTS
 from .exceptions import InvalidUniqueValue
 
@@ -34,6 +36,11 @@ SNAPSHOT: Final = "_uniq_snapshot"
 
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
+
+#: Python types whose values cannot change in place: a snapshot may share them with the instance.
+_IMMUTABLE: Final = frozenset(
+    {str, int, float, bool, bytes, decimal.Decimal, datetime.datetime, datetime.date, datetime.timedelta}
+)
 
 
 def context_of(model: type[Any]) -> ModelContext | None:
@@ -61,7 +68,11 @@ class ModelContext:
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
         self._unique_set = frozenset(planner.unique_names)
-        self._mutable = tuple(name for name in planner.unique_names if attributes[name].attr_type not in SCALAR_TYPES)
+        # Attributes whose default is made anew on each load (a callable): an item without them
+        # holds no value, whatever the loaded instance shows.
+        self._made_on_load = tuple(
+            (name, attributes[name].attr_name) for name in planner.unique_names if callable(attributes[name].default)
+        )
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
@@ -105,14 +116,16 @@ class ModelContext:
     def values(self, instance: Model) -> dict[str, Any]:
         """The values of the attributes the constraints read, by Python name (None when unset).
 
-        A value that can change in place (a map, list or set a partial constraint's condition
-        reads) is copied: a snapshot must not change with the instance.
+        A value that can change in place (a map, a list, a set, a ``JSONAttribute``'s dict that
+        a partial constraint's condition reads) is copied: a snapshot must not change with the
+        instance. An empty set is None: PynamoDB stores it as no attribute.
         """
         values = instance.attribute_values
         found = {name: values.get(name) for name in self.planner.unique_names}
-        for name in self._mutable:
-            if found[name] is not None:
-                found[name] = copy.deepcopy(found[name])
+        for name, value in found.items():
+            if value is not None and type(value) not in _IMMUTABLE:
+                is_set = isinstance(value, (set, frozenset))
+                found[name] = None if is_set and not value else copy.deepcopy(value)
         return found
 
     def key(self, instance: Model) -> tuple[Any, Any]:
@@ -218,9 +231,9 @@ class ModelContext:
             return Stored(exists=False)
         stored_cls = stored_class(self.model, item)
         loaded = stored_cls.from_raw_data(dict(item))
-        planner = planner_of(stored_cls)
-        values = {name: loaded.attribute_values.get(name) for name in (planner.unique_names if planner else ())}
-        source = None if stored_cls is self.model else planner
+        context = context_of(stored_cls)
+        values = context.loaded_values(loaded, item) if context is not None else {}
+        source = None if stored_cls is self.model or context is None else context.planner
         return Stored(exists=True, values=values, source=source)
 
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
@@ -237,14 +250,28 @@ class ModelContext:
         """Remember what is stored under the instance's key (after a read or a write)."""
         vars(instance)[SNAPSHOT] = (key or self.key(instance), stored)
 
-    def remember_loaded(self, instance: Model) -> None:
-        """Remember what a load (get, query, scan, refresh, update's item) gave the instance.
+    def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
 
-        Read from the instance, so exactly as PynamoDB loaded it (defaults applied, maps as
-        ``MapAttribute``), when the model's writes move locks.
+        Read from the instance, so exactly as PynamoDB loaded it (fixed defaults applied, maps
+        as ``MapAttribute``); an attribute whose default is made on each load (a callable) and
+        that the item lacks (or holds as NULL) has no value.
+        """
+        values = self.values(instance)
+        for name, attr_name in self._made_on_load:
+            raw = item.get(attr_name)
+            if not raw or NULL in raw:
+                values[name] = None
+        return values
+
+    def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
+        """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
+
+        Only when the model's writes move locks.
         """
         if self.active() is not None:
-            vars(instance)[SNAPSHOT] = (self.key(instance), Stored(exists=True, values=self.values(instance)))
+            stored = Stored(exists=True, values=self.loaded_values(instance, item))
+            vars(instance)[SNAPSHOT] = (self.key(instance), stored)
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
@@ -296,16 +323,32 @@ class ModelContext:
                 setattr(instance, name, self._python_value(name, literal[1]))
 
     def _python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
-        if serialized is None:
-            return None
+        """The value a load gives attribute ``name`` stored as ``serialized`` (None: removed)."""
         attribute = self.attributes[name]
-        return attribute.deserialize(attribute.get_value(serialized))
+        if serialized is None:
+            return _fixed_default(attribute)
+        value = attribute.deserialize(attribute.get_value(serialized))
+        if type(value) in _IMMUTABLE:
+            return value
+        # As a load sets it (a raw MapAttribute's dict becomes a MapAttribute, for instance).
+        blank = blank_instance(self.model)
+        setattr(blank, name, value)
+        return blank.attribute_values.get(name)
+
+
+def _fixed_default(attribute: Attribute[Any]) -> Any:
+    """What PynamoDB's load gives an attribute an item lacks: its default, unless made by a callable (None)."""
+    default = attribute.default
+    return None if callable(default) else default
 
 
 def _stored_value(attribute: Attribute[Any], raw: dict[str, Any] | None) -> Any:
-    """An attribute's Python value in a stored item, as PynamoDB's ``deserialize`` loads it (None: absent or NULL)."""
+    """An attribute's Python value in a stored item, as PynamoDB's ``deserialize`` loads it.
+
+    An attribute absent or NULL has its fixed default, as a load gives it (None without one).
+    """
     if not raw or NULL in raw:
-        return None
+        return _fixed_default(attribute)
     return attribute.deserialize(attribute.get_value(raw))
 
 

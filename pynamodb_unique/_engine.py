@@ -338,7 +338,7 @@ def _after_failure(
     if plan.record.op == "update":
         refuse_other_class(context, item)
     stored = context.stored_from_item(item)
-    if stored.same_as(plan.assumed, context.planner.unique_names):
+    if stored.same_as(plan.assumed, context.planner):
         who = f"{type(instance).__name__} {context.owner(instance)}"
         msg = f"{who}: {ConditionFailed.msg} (the caller's condition or the version check)"
         error = conditional_check_error(failure.cause, OPERATIONS[plan.record.op], item)

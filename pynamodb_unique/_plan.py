@@ -57,13 +57,22 @@ class Stored:
     source: Planner | None = field(default=None, compare=False)
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
 
-    def same_as(self, other: Stored, names: Sequence[str]) -> bool:
-        """Whether both describe the same unique state (what the compare-and-swap checks)."""
+    def same_as(self, other: Stored, planner: Planner) -> bool:
+        """Whether both describe the same unique state (what the compare-and-swap checks).
+
+        Values are compared as DynamoDB stores them: a ``MapAttribute`` or another object
+        compared by identity is the same when it serializes the same.
+        """
         if self.exists != other.exists or self.source is not other.source:
             return False
-        if self.source is not None:
-            names = self.source.unique_names
-        return all(self.values.get(n) == other.values.get(n) for n in names)
+        planner = self.source or planner
+        for name in planner.unique_names:
+            mine, theirs = self.values.get(name), other.values.get(name)
+            if mine == theirs:
+                continue
+            if mine is None or theirs is None or planner.serialize(name, mine) != planner.serialize(name, theirs):
+                return False
+        return True
 
 
 #: Nothing stored (shared: a Stored is never changed once made).
@@ -105,7 +114,7 @@ class Guard:
         if not stored.exists:
             if not self.gone_ok:
                 return gone
-            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths)
+            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths, planner.defaults)
             return gone if absent is None else gone | absent
         cas = planner.cas(stored)
         if cas is None:
@@ -121,17 +130,18 @@ class Guard:
         planner, stored = self.planner, self.stored
         if not stored.exists:
             return (False, self.gone_ok, ()), []
-        stored_values = stored.values
-        absent = []
+        stored_values, defaults = stored.values, planner.defaults
+        states = []
         found = []
         for name in planner.unique_names:
             value = stored_values.get(name)
-            absent.append(value is None)
-            if value is not None:
+            state = cas_state(name, value, defaults)
+            states.append(state)
+            if state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
         if planner.discriminator is not None and planner.kind is not None:
             found.append(Value(planner.kind, attribute=planner.discriminator).value)
-        return (True, self.gone_ok, tuple(absent)), found
+        return (True, self.gone_ok, tuple(states)), found
 
 
 def former_slot(name: str) -> str:
@@ -258,25 +268,51 @@ class Plan:
         return cached
 
 
+#: How the compare-and-swap checks one attribute: absent, equal to a value, or either when the
+#: value is the attribute's default (PynamoDB's load gives the default for an absent attribute).
+ABSENT_STATE: Final = 0
+EQUAL_STATE: Final = 1
+DEFAULT_STATE: Final = 2
+
+
+def cas_state(name: str, value: Any, defaults: Mapping[str, Any]) -> int:
+    """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded)."""
+    if value is None:
+        return ABSENT_STATE
+    if name in defaults and defaults[name] == value:
+        return DEFAULT_STATE
+    return EQUAL_STATE
+
+
 def compare_and_swap(
     attributes: Mapping[str, Attribute[Any]],
     names: Sequence[str],
     stored: Mapping[str, Any],
     paths: Mapping[str, Path] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Condition | None:
-    """Condition: the record's unique attributes still hold ``stored``.
+    """Condition: the record's unique attributes still hold ``stored``, as PynamoDB loads them.
 
     Args:
         attributes: the model's attributes by Python name.
         names: the attributes to compare.
-        stored: their stored values (None: absent).
+        stored: their values as loaded (None: absent).
         paths: prebuilt ``Path`` of each attribute, reused across conditions (they only serialize).
+        defaults: the attributes' fixed defaults: an item without the attribute loads as holding
+            it, so a value equal to its default is also held by an item without the attribute.
     """
     condition: Condition | None = None
     for name in names:
         path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        part = path.does_not_exist() if value is None else path == value
+        state = cas_state(name, value, defaults or {})
+        part: Condition
+        if state == ABSENT_STATE:
+            part = path.does_not_exist()
+        elif state == DEFAULT_STATE:
+            part = path.does_not_exist() | (path == value)
+        else:
+            part = path == value
         condition = part if condition is None else condition & part
     return condition
 
@@ -320,6 +356,15 @@ class Planner:
         if self.ttl is not None:
             names.append(self.ttl)
         return tuple(dict.fromkeys(names))
+
+    @cached_property
+    def defaults(self) -> dict[str, Any]:
+        """The fixed defaults of the attributes the planner reads (a callable default is no fixed value)."""
+        return {
+            name: default
+            for name in self.unique_names
+            if (default := self.attributes[name].default) is not None and not callable(default)
+        }
 
     @cached_property
     def expiring(self) -> bool:
@@ -454,7 +499,7 @@ class Planner:
 
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
-        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self.paths)
+        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self.paths, self.defaults)
         if self.discriminator is None:
             return cas
         path = Path(self.discriminator)

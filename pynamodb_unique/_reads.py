@@ -52,7 +52,7 @@ class UniqueReads(Model):
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
-            context.remember_loaded(instance)
+            context.remember_loaded(instance, data)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
@@ -65,7 +65,7 @@ class UniqueReads(Model):
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:
-            context.remember_loaded(self)
+            context.remember_loaded(self, attribute_values)
 
     @classmethod
     def query(

@@ -286,7 +286,7 @@ class TransactWrite(_PynamoTransactWrite):
         """Why a record write failed: a conflict message, or None when the caller's condition did."""
         context, instance = entry.context, entry.instance
         stored = context.stored_from_item(item)
-        if stored.same_as(entry.assumed, context.planner.unique_names):
+        if stored.same_as(entry.assumed, context.planner):
             return None
         who = f"{type(instance).__name__} {context.owner(instance)}"
         return (

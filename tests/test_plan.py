@@ -133,10 +133,10 @@ def test_write__create__condition_is_not_exists() -> None:
 
 def test_stored__same_as__compares_unique_values() -> None:
     """Two views are the same when existence and every unique value match."""
-    names = PLANNER.unique_names
-    assert Stored(exists=True, values=ADA).same_as(Stored(exists=True, values=dict(ADA)), names)
-    assert not Stored(exists=True, values=ADA).same_as(Stored(exists=False), names)
-    assert not Stored(exists=True, values=ADA).same_as(Stored(exists=True, values={**ADA, "slug": "x"}), names)
+    assert Stored(exists=True, values=ADA).same_as(Stored(exists=True, values=dict(ADA)), PLANNER)
+    assert not Stored(exists=True, values=ADA).same_as(Stored(exists=False), PLANNER)
+    assert not Stored(exists=True, values=ADA).same_as(Stored(exists=True, values={**ADA, "slug": "x"}), PLANNER)
+    assert not Stored(exists=True, values=ADA).same_as(Stored(exists=True, values={**ADA, "email": None}), PLANNER)
 
 
 def test_delete__not_ours__checked_not_released() -> None:
