@@ -74,8 +74,9 @@ import boto3
 from botocore.config import Config
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.connection import Connection
-from pynamodb.constants import ALL_NEW, ALL_OLD, PUT_ITEM, UPDATE_ITEM
+from pynamodb.constants import ALL_NEW, ALL_OLD, NULL, PUT_ITEM, UPDATE_ITEM
 from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.operand import Path as AttributePath
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -225,12 +226,18 @@ def _owned_or_free(account: PlainAccount) -> Condition:
     return free
 
 
+def _absent(attribute: UnicodeAttribute) -> Condition:
+    """No value, as PynamoDB loads it: the attribute absent or NULL."""
+    absent: Condition = attribute.does_not_exist() | AttributePath(attribute).is_type(NULL)
+    return absent
+
+
 def _stored_as(email: str, username: str | None) -> Condition:
     """The compare-and-swap the library puts on a record write: its unique values as stored."""
     cas: Condition = PlainAccount.email == email
-    cas &= PlainAccount.username.does_not_exist() if username is None else PlainAccount.username == username
-    cas &= PlainAccount.tenant.does_not_exist()
-    cas &= PlainAccount.slug.does_not_exist()
+    cas &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
+    cas &= _absent(PlainAccount.tenant)
+    cas &= _absent(PlainAccount.slug)
     return cas
 
 

@@ -14,8 +14,8 @@ import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.attributes import Attribute, VersionAttribute
-from pynamodb.constants import NULL, NUMBER
+from pynamodb.attributes import Attribute, UnicodeAttribute, VersionAttribute
+from pynamodb.constants import NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
 
@@ -72,6 +72,13 @@ class ModelContext:
         # holds no value, whatever the loaded instance shows.
         self._made_on_load = tuple(
             (name, attributes[name].attr_name) for name in planner.unique_names if callable(attributes[name].default)
+        )
+        # String attributes whose Python value may not give back the stored text (a JSONAttribute,
+        # a date, a custom attribute): the compare-and-swap checks the text as stored.
+        self._verbatim = tuple(
+            (name, attributes[name].attr_name)
+            for name in planner.unique_names
+            if attributes[name].attr_type == STRING and not isinstance(attributes[name], UnicodeAttribute)
         )
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
@@ -232,9 +239,23 @@ class ModelContext:
         stored_cls = stored_class(self.model, item)
         loaded = stored_cls.from_raw_data(dict(item))
         context = context_of(stored_cls)
-        values = context.loaded_values(loaded, item) if context is not None else {}
-        source = None if stored_cls is self.model or context is None else context.planner
-        return Stored(exists=True, values=values, source=source)
+        if context is None:
+            return Stored(exists=True)
+        stored = context.loaded(loaded, item)
+        if stored_cls is not self.model:
+            stored.source = context.planner
+        return stored
+
+    def item_view(self, item: Mapping[str, Any]) -> Stored:
+        """What a stored item of this model holds, read without building an instance (the audit's reading)."""
+        return Stored(exists=True, values=self._unique_values(item), verbatim=self._verbatim_of(item))
+
+    def _verbatim_of(self, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The stored text of the attributes checked verbatim (:attr:`Stored.verbatim`), or None."""
+        if not self._verbatim:
+            return None
+        found = {name: raw for name, attr_name in self._verbatim if (raw := item.get(attr_name)) and NULL not in raw}
+        return found or None
 
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
         """The stored item under the instance's key, read consistently (None: no record)."""
@@ -264,14 +285,17 @@ class ModelContext:
                 values[name] = None
         return values
 
+    def loaded(self, instance: Model, item: Mapping[str, Any]) -> Stored:
+        """What is stored, for an instance just loaded from ``item``."""
+        return Stored(exists=True, values=self.loaded_values(instance, item), verbatim=self._verbatim_of(item))
+
     def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
         """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
 
         Only when the model's writes move locks.
         """
         if self.active() is not None:
-            stored = Stored(exists=True, values=self.loaded_values(instance, item))
-            vars(instance)[SNAPSHOT] = (self.key(instance), stored)
+            vars(instance)[SNAPSHOT] = (self.key(instance), self.loaded(instance, item))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
@@ -283,10 +307,9 @@ class ModelContext:
 
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
-        return {
-            name: _stored_value(self.attributes[name], item.get(self.attributes[name].attr_name))
-            for name in self.planner.unique_names
-        }
+        attributes = self.attributes
+        names = self.planner.unique_names
+        return {name: self._python_value(name, item.get(attributes[name].attr_name)) for name in names}
 
     # Update actions.
 
@@ -323,9 +346,13 @@ class ModelContext:
                 setattr(instance, name, self._python_value(name, literal[1]))
 
     def _python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
-        """The value a load gives attribute ``name`` stored as ``serialized`` (None: removed)."""
+        """The value a load gives attribute ``name`` stored as ``serialized`` (None: absent or removed).
+
+        An attribute absent or NULL has its fixed default (None without one); a value is set as
+        a load sets it.
+        """
         attribute = self.attributes[name]
-        if serialized is None:
+        if not serialized or NULL in serialized:
             return _fixed_default(attribute)
         value = attribute.deserialize(attribute.get_value(serialized))
         if type(value) in _IMMUTABLE:
@@ -340,16 +367,6 @@ def _fixed_default(attribute: Attribute[Any]) -> Any:
     """What PynamoDB's load gives an attribute an item lacks: its default, unless made by a callable (None)."""
     default = attribute.default
     return None if callable(default) else default
-
-
-def _stored_value(attribute: Attribute[Any], raw: dict[str, Any] | None) -> Any:
-    """An attribute's Python value in a stored item, as PynamoDB's ``deserialize`` loads it.
-
-    An attribute absent or NULL has its fixed default, as a load gives it (None without one).
-    """
-    if not raw or NULL in raw:
-        return _fixed_default(attribute)
-    return attribute.deserialize(attribute.get_value(raw))
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:

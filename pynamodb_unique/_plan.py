@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
 from pynamodb.attributes import Attribute
-from pynamodb.constants import BINARY, NUMBER, STRING
+from pynamodb.constants import BINARY, NULL, NUMBER, STRING
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
 
@@ -50,12 +50,16 @@ class Stored:
             polymorphic model than the writer's (its locks are the ones to release); None: the
             writer's class.
         keys: the lock key of each constraint for ``values``, when already computed.
+        verbatim: the stored form (DynamoDB JSON) of values read from an item whose text their
+            Python value may not give back (a ``JSONAttribute`` written by another writer with
+            other spacing): the compare-and-swap checks that text.
     """
 
     exists: bool
     values: Mapping[str, Any] = field(default_factory=dict)
     source: Planner | None = field(default=None, compare=False)
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
+    verbatim: Mapping[str, dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     def same_as(self, other: Stored, planner: Planner) -> bool:
         """Whether both describe the same unique state (what the compare-and-swap checks).
@@ -129,19 +133,29 @@ class Guard:
         """
         planner, stored = self.planner, self.stored
         if not stored.exists:
-            return (False, self.gone_ok, ()), []
-        stored_values, defaults = stored.values, planner.defaults
+            # A delete's "gone, or holding no unique value": each attribute absent (or NULL).
+            return (False, self.gone_ok, ()), [_null_type() for _ in planner.unique_names] if self.gone_ok else []
+        stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
         states = []
         found = []
         for name in planner.unique_names:
             value = stored_values.get(name)
-            state = cas_state(name, value, defaults)
+            state = cas_state(name, value, defaults, verbatim)
             states.append(state)
-            if state != ABSENT_STATE:
+            if state in (ABSENT_STATE, DEFAULT_STATE):
+                found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
+            if state == VERBATIM_STATE:
+                found.append(verbatim[name])  # type: ignore[index] # set in that state.
+            elif state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
         if planner.discriminator is not None and planner.kind is not None:
             found.append(Value(planner.kind, attribute=planner.discriminator).value)
         return (True, self.gone_ok, tuple(states)), found
+
+
+def _null_type() -> dict[str, str]:
+    """The value of ``attribute_type(x, :v)`` checking for NULL, as PynamoDB serializes it (a new dict each time)."""
+    return {STRING: NULL}
 
 
 def former_slot(name: str) -> str:
@@ -270,13 +284,18 @@ class Plan:
 
 #: How the compare-and-swap checks one attribute: absent, equal to a value, or either when the
 #: value is the attribute's default (PynamoDB's load gives the default for an absent attribute).
+#: "Absent" includes NULL, which PynamoDB loads as absent (another writer may store it).
 ABSENT_STATE: Final = 0
 EQUAL_STATE: Final = 1
 DEFAULT_STATE: Final = 2
+#: Equal to the stored text itself (:attr:`Stored.verbatim`).
+VERBATIM_STATE: Final = 3
 
 
-def cas_state(name: str, value: Any, defaults: Mapping[str, Any]) -> int:
+def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapping[str, Any] | None = None) -> int:
     """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded)."""
+    if verbatim and name in verbatim:
+        return VERBATIM_STATE
     if value is None:
         return ABSENT_STATE
     if name in defaults and defaults[name] == value:
@@ -290,6 +309,7 @@ def compare_and_swap(
     stored: Mapping[str, Any],
     paths: Mapping[str, Path] | None = None,
     defaults: Mapping[str, Any] | None = None,
+    verbatim: Mapping[str, dict[str, Any]] | None = None,
 ) -> Condition | None:
     """Condition: the record's unique attributes still hold ``stored``, as PynamoDB loads them.
 
@@ -300,17 +320,20 @@ def compare_and_swap(
         paths: prebuilt ``Path`` of each attribute, reused across conditions (they only serialize).
         defaults: the attributes' fixed defaults: an item without the attribute loads as holding
             it, so a value equal to its default is also held by an item without the attribute.
+        verbatim: stored forms to compare as they are (:attr:`Stored.verbatim`).
     """
     condition: Condition | None = None
     for name in names:
         path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        state = cas_state(name, value, defaults or {})
+        state = cas_state(name, value, defaults or {}, verbatim)
         part: Condition
-        if state == ABSENT_STATE:
-            part = path.does_not_exist()
+        if state == VERBATIM_STATE:
+            part = path == Value(verbatim[name])  # type: ignore[index] # set in that state.
+        elif state == ABSENT_STATE:
+            part = path.does_not_exist() | path.is_type(NULL)
         elif state == DEFAULT_STATE:
-            part = path.does_not_exist() | (path == value)
+            part = path.does_not_exist() | path.is_type(NULL) | (path == value)
         else:
             part = path == value
         condition = part if condition is None else condition & part
@@ -499,7 +522,9 @@ class Planner:
 
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
-        cas = compare_and_swap(self.attributes, self.unique_names, stored.values, self.paths, self.defaults)
+        cas = compare_and_swap(
+            self.attributes, self.unique_names, stored.values, self.paths, self.defaults, stored.verbatim
+        )
         if self.discriminator is None:
             return cas
         path = Path(self.discriminator)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,12 @@ from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 @dataclass
 class _Entry:
-    """One unique model's write in the transaction, planned at commit."""
+    """One unique model's write in the transaction, planned at commit.
+
+    ``sent`` is the record as it was when added, which the requests write (PynamoDB's
+    ``TransactWrite`` serializes a record when it is added, too): a change made to ``instance``
+    before the commit is not written, and its locks are not taken.
+    """
 
     context: ModelContext
     instance: Model
@@ -39,6 +45,12 @@ class _Entry:
     add_version_condition: bool
     plan: Plan | None = None
     transfers: dict[str, Model] = field(default_factory=dict)
+    sent: Model = field(init=False)
+
+    def __post_init__(self) -> None:
+        sent = copy.copy(self.instance)
+        sent.attribute_values = copy.deepcopy(self.instance.attribute_values)
+        self.sent = sent
 
 
 class TransactWrite(_PynamoTransactWrite):
@@ -81,7 +93,7 @@ class TransactWrite(_PynamoTransactWrite):
             self._uniq_connection_given = True
 
     def _add(self, context: ModelContext, entry: _Entry) -> None:
-        context.check_key(entry.instance)
+        context.check_key(entry.sent)
         context.planner.keys(entry.desired)  # Refuse a bad value now, before anything is sent.
         self._uniq_entries.append(entry)
 
@@ -158,7 +170,7 @@ class TransactWrite(_PynamoTransactWrite):
         Args:
             not_ours: by entry index, lock keys found to be another record's: checked, not released.
         """
-        keys = [(*e.context.owner(e.instance), type(e.instance).Meta.table_name) for e in self._uniq_entries]
+        keys = [(*e.context.owner(e.sent), type(e.sent).Meta.table_name) for e in self._uniq_entries]
         if len(set(keys)) != len(keys):
             msg = "a transaction may not write one record twice"
             raise InvalidUniqueValue(msg)
@@ -186,7 +198,7 @@ class TransactWrite(_PynamoTransactWrite):
                 taken.add((table, put.key))
                 previous = releases.get((table, put.key))
                 if previous is not None and previous.plan is not None:
-                    entry.transfers[put.key] = previous.instance
+                    entry.transfers[put.key] = previous.sent
                     kept = tuple(r for r in previous.plan.releases if r.key != put.key)
                     previous.plan = dataclasses.replace(previous.plan, releases=kept)
 
@@ -201,7 +213,7 @@ class TransactWrite(_PynamoTransactWrite):
         now = request_clock(self._uniq_token)
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
-            context, instance = entry.context, entry.instance
+            context, instance = entry.context, entry.sent
             locks = context.locks()
             me = context.owner(instance)
             for action in entry.plan.sent():
@@ -263,7 +275,8 @@ class TransactWrite(_PynamoTransactWrite):
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             intent = Intent(entry.op, entry.condition, entry.actions, entry.add_version_condition, None)
-            after_success(entry.context, entry.instance, intent, entry.plan, entry.desired, {}, load=False)
+            key = entry.context.key(entry.sent)  # The key written, though the instance's may have changed since.
+            after_success(entry.context, entry.instance, intent, entry.plan, entry.desired, {}, key=key, load=False)
         return response
 
     def _foreign_only(
@@ -284,7 +297,7 @@ class TransactWrite(_PynamoTransactWrite):
     @staticmethod
     def _record_problem(entry: _Entry, item: dict[str, Any] | None) -> str | None:
         """Why a record write failed: a conflict message, or None when the caller's condition did."""
-        context, instance = entry.context, entry.instance
+        context, instance = entry.context, entry.sent
         stored = context.stored_from_item(item)
         if stored.same_as(entry.assumed, context.planner):
             return None

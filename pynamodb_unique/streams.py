@@ -33,7 +33,7 @@ from ._constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._context import ModelContext, OwnerKey, context_of
 from ._keys import LOCK_PREFIX
 from ._locks import ABSENT, LockTable, is_lock_item, lock_owner
-from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup, Stored
+from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup
 from ._pynamodb import connection
 from ._registry import lock_sharers, lock_table_id, namespaces_of, table_id
 from ._repair import Fixer, _Write
@@ -240,8 +240,7 @@ class _Handler:
         if stored is None or context is None:
             condition = Path(self.hash_name).does_not_exist()
         else:
-            _, values = context.read_record(stored)
-            cas = context.planner.cas(Stored(exists=True, values=values))
+            cas = context.planner.cas(context.item_view(stored))
             condition = Path(self.hash_name).exists() if cas is None else cas
         range_key = owner[1] if len(owner) > 1 else None
         check: dict[str, Any] = connection(self.model).get_operation_kwargs(
