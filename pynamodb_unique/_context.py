@@ -14,7 +14,7 @@ import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.attributes import Attribute, UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import UnicodeAttribute, VersionAttribute
 from pynamodb.constants import NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, RemoveAction, SetAction
@@ -22,7 +22,7 @@ from pynamodb.expressions.update import Action, RemoveAction, SetAction
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
-from ._plan import Planner, Stored
+from ._plan import Planner, Stored, fixed_default
 from ._pynamodb import blank_instance, connection
 from ._registry import generation, maintains_locks, stored_class
 from ._send import RETRY_ATTEMPTS
@@ -71,7 +71,9 @@ class ModelContext:
         # Attributes whose default is made anew on each load (a callable): an item without them
         # holds no value, whatever the loaded instance shows.
         self._made_on_load = tuple(
-            (name, attributes[name].attr_name) for name in planner.unique_names if callable(attributes[name].default)
+            (name, attributes[name].attr_name)
+            for name in planner.unique_names
+            if attributes[name].default is not None and fixed_default(attributes[name]) is None
         )
         # String attributes whose Python value may not give back the stored text (a JSONAttribute,
         # a date, a custom attribute): the compare-and-swap checks the text as stored.
@@ -353,7 +355,7 @@ class ModelContext:
         """
         attribute = self.attributes[name]
         if not serialized or NULL in serialized:
-            return _fixed_default(attribute)
+            return fixed_default(attribute)
         value = attribute.deserialize(attribute.get_value(serialized))
         if type(value) in _IMMUTABLE:
             return value
@@ -361,12 +363,6 @@ class ModelContext:
         blank = blank_instance(self.model)
         setattr(blank, name, value)
         return blank.attribute_values.get(name)
-
-
-def _fixed_default(attribute: Attribute[Any]) -> Any:
-    """What PynamoDB's load gives an attribute an item lacks: its default, unless made by a callable (None)."""
-    default = attribute.default
-    return None if callable(default) else default
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:

@@ -150,7 +150,7 @@ def intent_plan(
         changes = context.update_changes(actions or ())
     if not changes:
         return Stored(exists=True), None
-    return guess, lambda stored: {**stored.values, **changes}
+    return guess, lambda stored: context.planner.updated(stored, changes)
 
 
 def plan_once(
@@ -389,7 +389,7 @@ def after_success(
     instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
     if not load:
         context.apply_literals(instance, actions)
-        context.remember(instance, Stored(exists=True, values=desired), key)
+        context.remember(instance, _after_update(plan.assumed, desired), key)
         return response
     image = None
     if not plan.assumed.exists:
@@ -403,3 +403,15 @@ def after_success(
         return response
     instance.deserialize(image)
     return {**response, "Attributes": image}
+
+
+def _after_update(assumed: Stored, desired: dict[str, Any]) -> Stored:
+    """What is stored after an update of ``assumed`` to ``desired``.
+
+    The stored item keeps its class, and the stored texts of the values the update did not change.
+    """
+    verbatim = assumed.verbatim
+    if verbatim:
+        kept = {name: text for name, text in verbatim.items() if desired.get(name) == assumed.values.get(name)}
+        verbatim = kept or None
+    return Stored(exists=True, values=desired, source=assumed.source, verbatim=verbatim)

@@ -245,7 +245,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
             range_key = owner[1] if len(owner) > 1 else None
             record = table.get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
             if record is not None:
-                held = context.lock_keys(model.from_raw_data(record))
+                held = context.planner.keys(context.item_view(record).values)
                 holds = held.get(constraint.name) == key
     expiry = locks.expiry(item)
     expires = None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)

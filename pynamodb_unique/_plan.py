@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
@@ -72,6 +73,13 @@ class Stored:
         planner = self.source or planner
         for name in planner.unique_names:
             mine, theirs = self.values.get(name), other.values.get(name)
+            mine_text = self.verbatim.get(name) if self.verbatim else None
+            theirs_text = other.verbatim.get(name) if other.verbatim else None
+            if mine_text is not None or theirs_text is not None:
+                # A stored text is what the compare-and-swap checked: texts are compared.
+                if (mine_text or planner.text(name, mine)) != (theirs_text or planner.text(name, theirs)):
+                    return False
+                continue
             if mine == theirs:
                 continue
             if mine is None or theirs is None or planner.serialize(name, mine) != planner.serialize(name, theirs):
@@ -303,6 +311,18 @@ def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapp
     return EQUAL_STATE
 
 
+def fixed_default(attribute: Attribute[Any]) -> Any:
+    """What PynamoDB's load gives an attribute an item lacks, when the same every time; else None.
+
+    A callable default is made anew by each load, and a ``timedelta`` default (a ``TTLAttribute``'s)
+    becomes a time counted from the load: neither is a stored value.
+    """
+    default = attribute.default
+    if default is None or callable(default) or isinstance(default, timedelta):
+        return None
+    return default
+
+
 def compare_and_swap(
     attributes: Mapping[str, Attribute[Any]],
     names: Sequence[str],
@@ -382,12 +402,20 @@ class Planner:
 
     @cached_property
     def defaults(self) -> dict[str, Any]:
-        """The fixed defaults of the attributes the planner reads (a callable default is no fixed value)."""
-        return {
-            name: default
-            for name in self.unique_names
-            if (default := self.attributes[name].default) is not None and not callable(default)
-        }
+        """The fixed defaults of the attributes the planner reads (:func:`fixed_default`)."""
+        return {name: d for name in self.unique_names if (d := fixed_default(self.attributes[name])) is not None}
+
+    def updated(self, stored: Stored, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """The values after an update of ``stored`` making ``changes``, as a load gives them.
+
+        An update that creates the record starts from the key alone, which loads with the fixed
+        defaults.
+        """
+        return {**self.defaults, **stored.values, **changes}
+
+    def text(self, name: str, value: Any) -> dict[str, Any] | None:
+        """A value of attribute ``name`` as stored (None: no value)."""
+        return None if value is None else self.serialize(name, value)
 
     @cached_property
     def expiring(self) -> bool:

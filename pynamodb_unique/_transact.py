@@ -141,7 +141,7 @@ class TransactWrite(_PynamoTransactWrite):
             return
         changes = context.update_changes(actions)
         assumed = self._stored(context, model)
-        desired = {**assumed.values, **changes}
+        desired = context.planner.updated(assumed, changes)
         entry = _Entry(context, model, "update", assumed, desired, condition, list(actions), add_version_condition)
         self._add(context, entry)
 

@@ -11,6 +11,7 @@ versions, polymorphism and tokens complete it.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -23,6 +24,7 @@ from pynamodb.attributes import (
     JSONAttribute,
     MapAttribute,
     NumberAttribute,
+    TTLAttribute,
     UnicodeAttribute,
     UnicodeSetAttribute,
     VersionAttribute,
@@ -43,7 +45,7 @@ from pynamodb_unique import (
     create_lock_table,
     repair,
 )
-from pynamodb_unique._plan import Stored
+from pynamodb_unique._plan import Stored, fixed_default
 from pynamodb_unique._requests import record_kwargs
 
 MOTO = Backend("moto", None)
@@ -536,3 +538,11 @@ def test_guard__defaulted_value__absent_or_equal__as_pynamodb_serializes_it(moto
         )
         assert built == pynamodb
         assert expected in built["ConditionExpression"]
+
+
+def test_fixed_default__only_a_value_every_load_gives() -> None:
+    """A fixed default is a plain value; a callable or a ``timedelta`` (a TTL counted from the load) is none."""
+    assert fixed_default(UnicodeAttribute(default="live")) == "live"
+    assert fixed_default(UnicodeAttribute(default=lambda: "made")) is None
+    assert fixed_default(TTLAttribute(default=timedelta(days=1))) is None
+    assert fixed_default(UnicodeAttribute(null=True)) is None
