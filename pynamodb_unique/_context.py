@@ -130,11 +130,8 @@ class ModelContext:
         instance. An empty set is None: PynamoDB stores it as no attribute. An attribute without a
         value holds its fixed default, as the stored item loads.
         """
-        values = instance.attribute_values
-        found = {name: values.get(name) for name in self.planner.unique_names}
-        for name, default in self.planner.defaults.items():
-            if found[name] is None:
-                found[name] = default  # None is stored as no attribute, which loads as the default.
+        # None is stored as no attribute, which loads as the fixed default.
+        found = self.planner.as_loaded(instance.attribute_values)
         for name, value in found.items():
             if value is not None and type(value) not in _IMMUTABLE:
                 is_set = isinstance(value, (set, frozenset))

@@ -95,7 +95,7 @@ def explain(
     context.check_key(instance)
     known = context.known(instance)
     if stored is not None:
-        known = Stored(exists=True, values={name: stored.get(name) for name in planner.unique_names})
+        known = Stored(exists=True, values=planner.as_loaded(stored))
     if op == "update" and not actions:
         msg = "explaining an update needs its actions"
         raise ValueError(msg)

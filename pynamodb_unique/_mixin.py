@@ -192,7 +192,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if context is None or constraint is None:
             msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
             raise InvalidUniqueValue(msg)
-        parts = constraint.values(values)
+        # A value of None is stored as no attribute, which loads as the attribute's fixed default.
+        parts = constraint.values(context.planner.as_loaded(values))
         keys = [constraint.key(parts)]
         if constraint.former is not None:
             keys.append(constraint.former.key(parts))

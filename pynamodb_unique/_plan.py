@@ -124,7 +124,8 @@ class Guard:
         planner, stored = self.planner, self.stored
         gone = planner.hash_attribute.does_not_exist()
         if not stored.exists:
-            if not self.gone_ok:
+            if not self.gone_ok or planner.defaults_hold_locks:
+                # An item without unique values holds its defaults' locks: only "gone" holds none.
                 return gone
             absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths, planner.defaults)
             return gone if absent is None else gone | absent
@@ -142,7 +143,9 @@ class Guard:
         planner, stored = self.planner, self.stored
         if not stored.exists:
             # A delete's "gone, or holding no unique value": each attribute absent (or NULL).
-            return (False, self.gone_ok, ()), [_null_type() for _ in planner.unique_names] if self.gone_ok else []
+            if not self.gone_ok or planner.defaults_hold_locks:
+                return (False, self.gone_ok, ()), []
+            return (False, self.gone_ok, ()), [_null_type() for _ in planner.unique_names]
         stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
         states = []
         found = []
@@ -404,6 +407,29 @@ class Planner:
     def defaults(self) -> dict[str, Any]:
         """The fixed defaults of the attributes the planner reads (:func:`fixed_default`)."""
         return {name: d for name in self.unique_names if (d := fixed_default(self.attributes[name])) is not None}
+
+    def as_loaded(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of the attributes the planner reads as a stored item loads them.
+
+        None (no value, stored as no attribute) loads as the attribute's fixed default.
+        """
+        defaults = self.defaults
+        return {
+            name: defaults.get(name) if (value := values.get(name)) is None else value for name in self.unique_names
+        }
+
+    @cached_property
+    def defaults_hold_locks(self) -> bool:
+        """Whether an item holding no unique value (only the key) may hold a lock: its defaults call for one.
+
+        A partial constraint's condition that fails on such an item counts as calling for one.
+        """
+        if not self.defaults:
+            return False
+        try:
+            return any(key is not None for key in self.keys(self.defaults).values())
+        except Exception:  # noqa: BLE001 - a user's condition on a bare item: assume the worst.
+            return True
 
     def updated(self, stored: Stored, changes: Mapping[str, Any]) -> dict[str, Any]:
         """The values after an update of ``stored`` making ``changes``, as a load gives them.
