@@ -260,6 +260,26 @@ class ModelContext:
         found = {name: raw for name, attr_name in self._verbatim if (raw := item.get(attr_name)) and NULL not in raw}
         return found or None
 
+    def stored_texts(self, owner: OwnerKey, values: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The stored text of the attributes checked verbatim, read now, for a check built from ``values`` read earlier.
+
+        A text is taken only where the stored value is still the one in ``values``, so a check
+        built from them still fails for a record changed since. None, with no request, when the
+        model has no such attribute (:attr:`Stored.verbatim`).
+        """
+        if not self._verbatim:
+            return None
+        range_key = owner[1] if len(owner) > 1 else None
+        item = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
+        if not item:
+            return None
+        texts = {
+            name: raw
+            for name, attr_name in self._verbatim
+            if (raw := item.get(attr_name)) and NULL not in raw and self._python_value(name, raw) == values.get(name)
+        }
+        return texts or None
+
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
         """The stored item under the instance's key, read consistently (None: no record)."""
         owner = self.owner(instance)

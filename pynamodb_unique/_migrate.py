@@ -220,7 +220,9 @@ class _Migrator:
             assert context is not None  # noqa: S101 - audited records are of unique models.
             record = by_holder.get(holder)
             if record is None:
-                scanned = Stored(exists=True, values=problem.audited.get(holder) or {})
+                values = problem.audited.get(holder) or {}
+                # A text another writer spelled its own way (a JSONAttribute) is checked as stored.
+                scanned = Stored(exists=True, values=values, verbatim=context.stored_texts(holder, values))
                 condition = guard_condition(Guard(context.planner, scanned))
                 check = {"TableName": context.table_name, "Key": context.key_of(holder), **condition}
                 record = by_holder[holder] = _Record(holder, check, [])

@@ -173,8 +173,11 @@ class Fixer:
                 expiry = Path(planner.attributes[planner.ttl])
                 condition = condition | (expiry < datetime.fromtimestamp(int(time.time()), tz=UTC))
         else:
-            # The record's unique values and, for a polymorphic model, its class.
-            condition = planner.cas(Stored(exists=True, values=audited))
+            # The record's unique values and, for a polymorphic model, its class; a text another
+            # writer spelled its own way (a JSONAttribute) is checked as stored.
+            context = context_of(model)
+            texts = context.stored_texts(key, audited) if context is not None else None
+            condition = planner.cas(Stored(exists=True, values=audited, verbatim=texts))
         range_key = key[1] if len(key) > 1 else None
         check: dict[str, Any] = connection(model).get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
         return check

@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from _backends import Backend, bind_model
 from _invariant import assert_invariant
 from pynamodb.attributes import JSONAttribute, TTLAttribute, UnicodeAttribute
@@ -107,19 +106,13 @@ def test_save__defaulted_condition_attribute_set_none__lock_taken(moto_backend: 
     assert_invariant(model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation: the audit keeps a record's Python values, not their stored text, so "
-    "migrate's check of a JSONAttribute written with other spacing than json.dumps' fails",
-)
 def test_migrate__json_condition_attribute_written_compactly__creates_lock(moto_backend: None) -> None:
     """``migrate(apply=True)`` gives a record whose JSON another writer spelled compactly its current-form lock.
 
     The loaded record (``meta`` = {"active": true}) satisfies the constraint, so it must hold the
-    case-folded lock. ``_migrate`` checks the record with ``Guard(planner, Stored(values=audited))``:
-    Python values only, no ``Stored.verbatim``, so its ConditionCheck compares ``meta`` with
-    ``'{"active": true}'`` while the item stores ``'{"active":true}'``; the check fails on every run,
-    the fix is "skipped" as if the record changed, and the migration never completes.
+    case-folded lock. Before the fix, ``_migrate`` checked the record with Python values only, so
+    its ConditionCheck compared ``meta`` with ``'{"active": true}'`` while the item stores
+    ``'{"active":true}'``: the fix was "skipped" on every run and the migration never completed.
     """
     model = bind_model(JsonFormerRf, MOTO)
     _put_raw(model, {"pk": {"S": "m1"}, "email": {"S": "Ann@x.io"}, "meta": {"S": '{"active":true}'}})

@@ -215,18 +215,13 @@ def _compact_json_record(model: type[JsonRv]) -> dict[str, Any]:
     return item
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation: the audit keeps a record's Python values, not their stored text, so "
-    "repair's check of a JSONAttribute written with other spacing than json.dumps' fails",
-)
 def test_repair__json_condition_attribute_written_compactly__creates_missing_lock(moto_backend: None) -> None:
     """repair creates the lock of a record whose JSON text is not ``json.dumps``' spelling.
 
     The audit reports the missing lock; repair's ConditionCheck (``Fixer.record_check`` →
     ``planner.cas``) compares the attribute with the value re-serialized by ``json.dumps``
-    (``{"active": true}``), which the stored text ``{"active":true}`` never equals: the fix is
-    "skipped" every time, though nothing changed.
+    (``{"active": true}``), which the stored text ``{"active":true}`` never equals: before the
+    fix, it was "skipped" every time, though nothing changed. Repair now reads the stored text.
     """
     model = bind_model(JsonRv, MOTO)
     _compact_json_record(model)
@@ -235,6 +230,22 @@ def test_repair__json_condition_attribute_written_compactly__creates_missing_loc
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert model.unique_owner(email="j@x.io") == ("j1",)
+
+
+def test_repair__json_changed_since_the_audit__skipped(moto_backend: None) -> None:
+    """Repair reads a JSON attribute's stored text only to check the value audited: a changed value is skipped.
+
+    The audit saw the record active (its lock missing); another writer then made it inactive,
+    spelled compactly again. Taking the text read now for the check would pass it and give an
+    inactive record a lock: the text is taken only while its value is still the one audited.
+    """
+    model = bind_model(JsonRv, MOTO)
+    _compact_json_record(model)
+    report = audit(model)
+    _put_raw(model, {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":false}'}})
+    fixed = repair(model, report, apply=True)
+    assert [f.outcome for f in fixed.fixes] == ["skipped"]
+    assert model.unique_owner(email="j@x.io") is None
 
 
 def test_streams__json_condition_attribute_written_compactly__insert_creates_lock(moto_backend: None) -> None:
