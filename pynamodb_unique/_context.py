@@ -134,8 +134,11 @@ class ModelContext:
         found = self.planner.as_loaded(instance.attribute_values)
         for name, value in found.items():
             if value is not None and type(value) not in _IMMUTABLE:
-                is_set = isinstance(value, (set, frozenset))
-                found[name] = None if is_set and not value else copy.deepcopy(value)
+                if isinstance(value, (set, frozenset)) and not value:
+                    # An empty set is stored as no attribute too.
+                    found[name] = self.planner.defaults.get(name)
+                else:
+                    found[name] = copy.deepcopy(value)
         return found
 
     def key(self, instance: Model) -> tuple[Any, Any]:
@@ -276,9 +279,16 @@ class ModelContext:
         texts = {
             name: raw
             for name, attr_name in self._verbatim
-            if (raw := item.get(attr_name)) and NULL not in raw and self._python_value(name, raw) == values.get(name)
+            if (raw := item.get(attr_name)) and NULL not in raw and self._still(name, raw, values.get(name))
         }
         return texts or None
+
+    def _still(self, name: str, raw: dict[str, Any], value: Any) -> bool:
+        """Whether a stored text still holds ``value`` (False when it no longer reads as a value)."""
+        try:
+            return bool(self._python_value(name, raw) == value)
+        except Exception:  # noqa: BLE001 - another writer's text this attribute cannot read: changed.
+            return False
 
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
         """The stored item under the instance's key, read consistently (None: no record)."""

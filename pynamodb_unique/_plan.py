@@ -124,8 +124,9 @@ class Guard:
         planner, stored = self.planner, self.stored
         gone = planner.hash_attribute.does_not_exist()
         if not stored.exists:
-            if not self.gone_ok or planner.defaults_hold_locks:
-                # An item without unique values holds its defaults' locks: only "gone" holds none.
+            if not self.gone_ok or planner.bare_item_may_hold_locks:
+                # An item without unique values may hold locks (its defaults', another class's):
+                # only "gone" holds none.
                 return gone
             absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths, planner.defaults)
             return gone if absent is None else gone | absent
@@ -143,7 +144,7 @@ class Guard:
         planner, stored = self.planner, self.stored
         if not stored.exists:
             # A delete's "gone, or holding no unique value": each attribute absent (or NULL).
-            if not self.gone_ok or planner.defaults_hold_locks:
+            if not self.gone_ok or planner.bare_item_may_hold_locks:
                 return (False, self.gone_ok, ()), []
             return (False, self.gone_ok, ()), [_null_type() for _ in planner.unique_names]
         stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
@@ -419,11 +420,15 @@ class Planner:
         }
 
     @cached_property
-    def defaults_hold_locks(self) -> bool:
-        """Whether an item holding no unique value (only the key) may hold a lock: its defaults call for one.
+    def bare_item_may_hold_locks(self) -> bool:
+        """Whether an item without this class's unique values may still hold locks.
 
-        A partial constraint's condition that fails on such an item counts as calling for one.
+        It may when it can be another class of a polymorphic family (with constraints of its
+        own), or when this class's fixed defaults call for a lock (a partial constraint's
+        condition that fails on such an item counts as calling for one).
         """
+        if self.discriminator is not None:
+            return True
         if not self.defaults:
             return False
         try:

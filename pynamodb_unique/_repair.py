@@ -9,7 +9,7 @@ fix is skipped instead of undoing it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -130,8 +130,11 @@ class _Write:
 class Fixer:
     """Builds and sends the fixes of one model's problems (records of every model in its namespaces)."""
 
-    def __init__(self, model: type[UniqueMixin]) -> None:
+    def __init__(self, model: type[UniqueMixin], *, read: bool = True) -> None:
+        """``read``: whether the fixes may read records (their stored texts); a dry run reads nothing."""
         self.model = model
+        self.read = read
+        self._texts: dict[tuple[type[Any], RecordKey], dict[str, dict[str, Any]] | None] = {}
         context = context_of(model)
         if context is None:
             unique_planner(model)  # Raises: not a unique model.
@@ -175,12 +178,23 @@ class Fixer:
         else:
             # The record's unique values and, for a polymorphic model, its class; a text another
             # writer spelled its own way (a JSONAttribute) is checked as stored.
-            context = context_of(model)
-            texts = context.stored_texts(key, audited) if context is not None else None
-            condition = planner.cas(Stored(exists=True, values=audited, verbatim=texts))
+            condition = planner.cas(
+                Stored(exists=True, values=audited, verbatim=self._stored_texts(model, key, audited))
+            )
         range_key = key[1] if len(key) > 1 else None
         check: dict[str, Any] = connection(model).get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)
         return check
+
+    def _stored_texts(
+        self, model: type[Any], key: RecordKey, audited: Mapping[str, Any]
+    ) -> dict[str, dict[str, Any]] | None:
+        """A record's stored texts (:meth:`ModelContext.stored_texts`), read once per record; none on a dry run."""
+        context = context_of(model)
+        if context is None or not self.read:
+            return None
+        if (model, key) not in self._texts:
+            self._texts[model, key] = context.stored_texts(key, audited)
+        return self._texts[model, key]
 
     def owner_fields(self, problem: Problem, owner: RecordKey | None) -> dict[str, dict[str, Any]] | None:
         """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
@@ -272,7 +286,7 @@ def _fix(
     if (report.model, report.table) != (model.__name__, table):
         msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
         raise ValueError(msg)
-    fixer = Fixer(model)
+    fixer = Fixer(model, read=apply)
 
     def fix(problem: Problem) -> Fix:
         action, write = fixer.plan(problem) if isinstance(problem, only) else ("none", None)
