@@ -130,15 +130,11 @@ class ModelContext:
         instance. An empty set is None: PynamoDB stores it as no attribute. An attribute without a
         value holds its fixed default, as the stored item loads.
         """
-        # None is stored as no attribute, which loads as the fixed default.
+        # None or an empty set is stored as no attribute, which loads as the fixed default.
         found = self.planner.as_loaded(instance.attribute_values)
         for name, value in found.items():
             if value is not None and type(value) not in _IMMUTABLE:
-                if isinstance(value, (set, frozenset)) and not value:
-                    # An empty set is stored as no attribute too.
-                    found[name] = self.planner.defaults.get(name)
-                else:
-                    found[name] = copy.deepcopy(value)
+                found[name] = copy.deepcopy(value)
         return found
 
     def key(self, instance: Model) -> tuple[Any, Any]:

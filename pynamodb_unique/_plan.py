@@ -124,12 +124,13 @@ class Guard:
         planner, stored = self.planner, self.stored
         gone = planner.hash_attribute.does_not_exist()
         if not stored.exists:
-            if not self.gone_ok or planner.bare_item_may_hold_locks:
-                # An item without unique values may hold locks (its defaults', another class's):
-                # only "gone" holds none.
+            if not self.gone_ok or planner.defaults_hold_locks:
+                # An item without unique values holds its defaults' locks: only "gone" holds none.
                 return gone
-            absent = compare_and_swap(planner.attributes, planner.unique_names, {}, planner.paths, planner.defaults)
-            return gone if absent is None else gone | absent
+            # Or an item of this class holding no unique value (a polymorphic family's other
+            # classes hold locks of their own).
+            bare = planner.cas(Stored(exists=True))
+            return gone if bare is None else gone | bare
         cas = planner.cas(stored)
         if cas is None:
             return gone if self.gone_ok else None
@@ -143,10 +144,10 @@ class Guard:
         """
         planner, stored = self.planner, self.stored
         if not stored.exists:
-            # A delete's "gone, or holding no unique value": each attribute absent (or NULL).
-            if not self.gone_ok or planner.bare_item_may_hold_locks:
+            # A delete's "gone, or of this class holding no unique value": each attribute absent (or NULL).
+            if not self.gone_ok or planner.defaults_hold_locks:
                 return (False, self.gone_ok, ()), []
-            return (False, self.gone_ok, ()), [_null_type() for _ in planner.unique_names]
+            return (False, self.gone_ok, ()), [*(_null_type() for _ in planner.unique_names), *_kind_value(planner)]
         stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
         states = []
         found = []
@@ -160,14 +161,24 @@ class Guard:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
             elif state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
-        if planner.discriminator is not None and planner.kind is not None:
-            found.append(Value(planner.kind, attribute=planner.discriminator).value)
-        return (True, self.gone_ok, tuple(states)), found
+        return (True, self.gone_ok, tuple(states)), [*found, *_kind_value(planner)]
+
+
+def _kind_value(planner: Planner) -> list[dict[str, Any]]:
+    """The value of a polymorphic planner's class check (none when its class stores no discriminator value)."""
+    if planner.discriminator is not None and planner.kind is not None:
+        return [Value(planner.kind, attribute=planner.discriminator).value]
+    return []
 
 
 def _null_type() -> dict[str, str]:
     """The value of ``attribute_type(x, :v)`` checking for NULL, as PynamoDB serializes it (a new dict each time)."""
     return {STRING: NULL}
+
+
+def _no_value(value: Any) -> bool:
+    """Whether a value is stored as no attribute: None, or an empty set (PynamoDB serializes it as nothing)."""
+    return value is None or (isinstance(value, (set, frozenset)) and not value)
 
 
 def former_slot(name: str) -> str:
@@ -412,23 +423,19 @@ class Planner:
     def as_loaded(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the attributes the planner reads as a stored item loads them.
 
-        None (no value, stored as no attribute) loads as the attribute's fixed default.
+        None or an empty set (no value, stored as no attribute) loads as the attribute's fixed default.
         """
         defaults = self.defaults
         return {
-            name: defaults.get(name) if (value := values.get(name)) is None else value for name in self.unique_names
+            name: defaults.get(name) if _no_value(value := values.get(name)) else value for name in self.unique_names
         }
 
     @cached_property
-    def bare_item_may_hold_locks(self) -> bool:
-        """Whether an item without this class's unique values may still hold locks.
+    def defaults_hold_locks(self) -> bool:
+        """Whether an item of this class without unique values holds a lock: its fixed defaults call for one.
 
-        It may when it can be another class of a polymorphic family (with constraints of its
-        own), or when this class's fixed defaults call for a lock (a partial constraint's
-        condition that fails on such an item counts as calling for one).
+        A partial constraint's condition that fails on such an item counts as calling for one.
         """
-        if self.discriminator is not None:
-            return True
         if not self.defaults:
             return False
         try:

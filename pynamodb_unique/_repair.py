@@ -8,6 +8,7 @@ fix is skipped instead of undoing it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -135,6 +136,7 @@ class Fixer:
         self.model = model
         self.read = read
         self._texts: dict[tuple[type[Any], RecordKey], dict[str, dict[str, Any]] | None] = {}
+        self._texts_lock = threading.Lock()  # Fixes run on worker threads: each record is read once.
         context = context_of(model)
         if context is None:
             unique_planner(model)  # Raises: not a unique model.
@@ -192,9 +194,10 @@ class Fixer:
         context = context_of(model)
         if context is None or not self.read:
             return None
-        if (model, key) not in self._texts:
-            self._texts[model, key] = context.stored_texts(key, audited)
-        return self._texts[model, key]
+        with self._texts_lock:
+            if (model, key) not in self._texts:
+                self._texts[model, key] = context.stored_texts(key, audited)
+            return self._texts[model, key]
 
     def owner_fields(self, problem: Problem, owner: RecordKey | None) -> dict[str, dict[str, Any]] | None:
         """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
