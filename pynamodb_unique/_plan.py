@@ -127,9 +127,9 @@ class Guard:
             if not self.gone_ok or planner.defaults_hold_locks:
                 # An item without unique values holds its defaults' locks: only "gone" holds none.
                 return gone
-            # Or an item of this class holding no unique value (a polymorphic family's other
-            # classes hold locks of their own).
-            bare = planner.cas(Stored(exists=True))
+            # Or an item of this class holding no unique value but its defaults (a polymorphic
+            # family's other classes hold locks of their own).
+            bare = planner.cas(planner.bare)
             return gone if bare is None else gone | bare
         cas = planner.cas(stored)
         if cas is None:
@@ -147,7 +147,8 @@ class Guard:
             # A delete's "gone, or of this class holding no unique value": each attribute absent (or NULL).
             if not self.gone_ok or planner.defaults_hold_locks:
                 return (False, self.gone_ok, ()), []
-            return (False, self.gone_ok, ()), [*(_null_type() for _ in planner.unique_names), *_kind_value(planner)]
+            _, found = Guard(planner, planner.bare).compiled()
+            return (False, self.gone_ok, ()), found
         stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
         states = []
         found = []
@@ -442,6 +443,11 @@ class Planner:
             return any(key is not None for key in self.keys(self.defaults).values())
         except Exception:  # noqa: BLE001 - a user's condition on a bare item: assume the worst.
             return True
+
+    @cached_property
+    def bare(self) -> Stored:
+        """An item of this class holding no unique value but its fixed defaults (as PynamoDB's save writes them)."""
+        return Stored(exists=True, values=dict(self.defaults))
 
     def updated(self, stored: Stored, changes: Mapping[str, Any]) -> dict[str, Any]:
         """The values after an update of ``stored`` making ``changes``, as a load gives them.
