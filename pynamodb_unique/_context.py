@@ -268,8 +268,7 @@ class ModelContext:
         """
         if not self._verbatim:
             return None
-        range_key = owner[1] if len(owner) > 1 else None
-        item = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
+        item = self.read_item(owner)
         if not item:
             return None
         texts = {
@@ -288,7 +287,10 @@ class ModelContext:
 
     def read_stored(self, instance: Model) -> dict[str, Any] | None:
         """The stored item under the instance's key, read consistently (None: no record)."""
-        owner = self.owner(instance)
+        return self.read_item(self.owner(instance))
+
+    def read_item(self, owner: OwnerKey) -> dict[str, Any] | None:
+        """The stored item under a record key (as lock items store it), read consistently (None: no record)."""
         range_key = owner[1] if len(owner) > 1 else None
         data = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True)
         item: dict[str, Any] | None = data.get("Item")

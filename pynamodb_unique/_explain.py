@@ -242,8 +242,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         table = connection(model)
         meta = table.get_meta_table()
         if len(owner) == (2 if meta.range_keyname else 1):
-            range_key = owner[1] if len(owner) > 1 else None
-            record = table.get_item(owner[0], range_key=range_key, consistent_read=True).get("Item")
+            record = context.read_item(owner)
             if record is not None:
                 held = context.planner.keys(context.item_view(record).values)
                 holds = held.get(constraint.name) == key

@@ -197,9 +197,7 @@ class _Migrator:
         context = context_of(model)
         if owner is None or context is None or len(owner) != (2 if context.range_name else 1):
             return False
-        table = connection(model)
-        item = table.get_item(owner[0], range_key=owner[1] if len(owner) > 1 else None, consistent_read=True)
-        stored = context.stored_from_item(item.get("Item"))
+        stored = context.stored_from_item(context.read_item(owner))
         planner = stored.source or context.planner
         return stored.exists and problem.lock_key in planner.locks(stored.values)
 

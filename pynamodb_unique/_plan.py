@@ -75,14 +75,10 @@ class Stored:
             mine, theirs = self.values.get(name), other.values.get(name)
             mine_text = self.verbatim.get(name) if self.verbatim else None
             theirs_text = other.verbatim.get(name) if other.verbatim else None
-            if mine_text is not None or theirs_text is not None:
-                # A stored text is what the compare-and-swap checked: texts are compared.
-                if (mine_text or planner.text(name, mine)) != (theirs_text or planner.text(name, theirs)):
-                    return False
+            if mine_text is None and theirs_text is None and mine == theirs:
                 continue
-            if mine == theirs:
-                continue
-            if mine is None or theirs is None or planner.serialize(name, mine) != planner.serialize(name, theirs):
+            # As stored: a stored text is what the compare-and-swap checked, else the value serialized.
+            if (mine_text or planner.text(name, mine)) != (theirs_text or planner.text(name, theirs)):
                 return False
         return True
 
