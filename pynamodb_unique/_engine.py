@@ -18,7 +18,7 @@ from ._locks import lock_owner, lock_owner_model
 from ._plan import ABSENT, LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
 from ._pynamodb import connection
 from ._registry import stored_class
-from ._requests import OPERATIONS, and_conditions, build_request
+from ._requests import OPERATIONS, and_conditions, build_request, update_item
 from ._send import (
     Request,
     WriteFailed,
@@ -241,6 +241,8 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
     check of the stored class and asks for the item when it fails.
     """
     plan = _PLAIN_UPDATE
+    if context.planner.discriminator is None and not context.planner.versioned:
+        return Request(plan, [update_item(context, instance, intent.condition, intent.actions or ())], "UpdateItem")
     if context.planner.discriminator is None:
         kwargs = instance.get_update_kwargs_from_instance(
             actions=list(intent.actions or ()),

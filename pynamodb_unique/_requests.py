@@ -83,6 +83,31 @@ def _guarded(
     return kwargs
 
 
+def update_item(
+    context: ModelContext, instance: Model, condition: Condition | None, actions: Sequence[Action]
+) -> dict[str, Any]:
+    """PynamoDB's ``update()`` request (``ReturnValues`` ALL_NEW), built without its table lookups.
+
+    For a model without a version attribute; equal to PynamoDB's builder (a unit test compares
+    them): the condition's placeholders first, then the actions'.
+    """
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
+    if condition is not None:
+        if not isinstance(condition, Condition):
+            msg = "'condition' must be an instance of Condition"  # type: ignore[unreachable] # untyped callers; PynamoDB's words.
+            raise ValueError(msg)
+        kwargs["ConditionExpression"] = condition.serialize(names, values)
+    kwargs["ReturnValues"] = "ALL_NEW"
+    kwargs["UpdateExpression"] = Update(*actions).serialize(names, values)
+    if names:
+        kwargs["ExpressionAttributeNames"] = {placeholder: name for name, placeholder in names.items()}
+    if values:
+        kwargs["ExpressionAttributeValues"] = values
+    return kwargs
+
+
 def guard_condition(guard: Guard) -> dict[str, Any]:
     """A guard's condition as request arguments (none when it checks nothing), its text compiled once per shape.
 

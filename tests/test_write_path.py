@@ -7,6 +7,7 @@ value are left out as PynamoDB leaves them, and the guard text cache belongs to 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -30,7 +31,7 @@ from pynamodb.attributes import (
     VersionAttribute,
 )
 from pynamodb.constants import ALL_OLD
-from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
@@ -761,3 +762,59 @@ def test_update_without_unique_change__plain_update(moto_backend: None) -> None:
     assert counter.operations == ["UpdateItem"]
     assert response["Attributes"]["bio"] == {"S": "x"}
     assert loaded.bio == "x"
+
+
+# --- an update that moves no lock sends PynamoDB's own UpdateItem ----------------------------
+
+
+def _non_unique_actions(shapes: Any) -> list[list[Action]]:
+    return [
+        [shapes.bio.set("poet")],
+        [shapes.visits.add(1)],
+        [shapes.profile.city.set("Paris"), shapes.profile.zip.remove()],
+        [shapes.tags.set(shapes.tags.append(["z"])), shapes.bio.remove()],
+        [shapes.labels.add({"x", "y"}), shapes.counts.delete({1, 2})],
+        [shapes.visits.set(shapes.visits + 1), shapes.bio.set(shapes.bio | "none")],
+        [shapes.profile.set({"city": "Rome"}), shapes.labels.remove()],
+    ]
+
+
+def _sent_update(instance: Any, update: Any, actions: list[Action], condition: Any) -> list[tuple[str, Any]]:
+    """The UpdateItem bodies ``update`` sends, as (key, value) pairs in the order sent."""
+    # A refused update is sent all the same: the request is what is compared.
+    with RequestCounter(type(instance)) as counter, contextlib.suppress(PynamoDBException):
+        update(instance, actions=actions, condition=condition)
+    assert counter.operations == ["UpdateItem"]
+    return list(counter.calls[0].params.items())
+
+
+@pytest.mark.parametrize("with_condition", [False, True])
+def test_update_without_unique_change__sends_pynamodb_request(moto_backend: None, with_condition: bool) -> None:
+    """Nested paths, sets, functions and attr_names, with and without the caller's condition: the
+    library's UpdateItem equals PynamoDB's ``update()``'s, key order included."""
+    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    for i, actions in enumerate(_non_unique_actions(shapes)):
+        condition = (shapes.visits.does_not_exist() | (shapes.visits < 100)) if with_condition else None
+        instance = shapes(pk=f"S#{i}", rev=3, email=f"e{i}@x.io", visits=1, tags=["a"])
+        instance.save()
+        ours = _sent_update(instance, type(instance).update, list(actions), condition)
+        pynamodb = _sent_update(instance, Model.update, list(actions), condition)
+        assert ours == pynamodb, actions
+
+
+def test_update_without_unique_change__bad_condition__pynamodb_error(moto_backend: None) -> None:
+    """A condition that is no Condition gets PynamoDB's ValueError, before any request."""
+    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    instance = shapes(pk="S#1", rev=3, email="e@x.io")
+    errors = []
+    for update in (type(instance).update, Model.update):
+        with (
+            RequestCounter(shapes) as counter,
+            pytest.raises(ValueError, match="must be an instance of Condition") as raised,
+        ):
+            update(instance, actions=[shapes.bio.set("x")], condition="bio = :x")
+        assert counter.operations == []
+        errors.append(str(raised.value))
+    assert errors[0] == errors[1]
