@@ -323,18 +323,25 @@ class ModelContext:
     def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
         """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
 
-        Only when the model's writes move locks.
+        Only when the model's writes move locks. The item is kept (a shallow copy) and read when
+        a write first asks (:meth:`known`), as :meth:`item_view` reads it: what its load gave,
+        whatever the instance holds since. A record loaded and never written costs no reading.
         """
         if self.active() is not None:
-            vars(instance)[SNAPSHOT] = (self.key(instance), self.loaded(instance, item))
+            vars(instance)[SNAPSHOT] = (self.key(instance), _Loaded(dict(item)))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
-        snapshot = vars(instance).get(SNAPSHOT)
+        snapshot: tuple[tuple[Any, ...], Stored | _Loaded] | None = vars(instance).get(SNAPSHOT)
         if snapshot is None:
             return None
         remembered, stored = snapshot
-        return stored if remembered == (key or self.key(instance)) else None
+        if remembered != (key or self.key(instance)):
+            return None
+        if isinstance(stored, _Loaded):
+            stored = self.item_view(stored.item)
+            vars(instance)[SNAPSHOT] = (remembered, stored)
+        return stored
 
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
@@ -392,6 +399,15 @@ class ModelContext:
         blank = blank_instance(self.model)
         setattr(blank, name, value)
         return blank.attribute_values.get(name)
+
+
+class _Loaded:
+    """A loaded item not yet read (:meth:`ModelContext.remember_loaded`)."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: dict[str, Any]) -> None:
+        self.item = item
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:

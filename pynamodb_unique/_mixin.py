@@ -19,7 +19,6 @@ from ._configure import configure
 from ._context import ModelContext, context_of
 from ._engine import Intent, intent_plan, plain_update, write
 from ._locks import lock_owner
-from ._plan import Stored
 from ._reads import UniqueReads
 from ._registry import register
 from ._send import check_token
@@ -51,8 +50,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
     _uniq: ClassVar[ModelContext | None] = None
     #: The model's planner, as the context holds it (kept for tools and tests that plan).
     _uniq_planner: ClassVar[Any] = None
-    #: What this instance knows of its stored record: (key, stored), or None.
-    _uniq_snapshot: tuple[tuple[Any, ...], Stored] | None = None
+    #: What this instance knows of its stored record: (key, stored or the loaded item not yet read), or None.
+    _uniq_snapshot: tuple[tuple[Any, ...], Any] | None = None
 
     def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None] | None:
         """The context and the checked token; None: PynamoDB's own write."""

@@ -614,6 +614,26 @@ def test_snapshot__get_then_move__one_transaction_no_read(moto_backend: None) ->
     assert counter.operations == ["UpdateItem"]
 
 
+def test_snapshot__loaded_item_read_when_a_write_asks(moto_backend: None) -> None:
+    """A load keeps its item and reads it at the first write: the values it loaded, whatever the
+    instance or the caller's copy of the response hold since."""
+    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes(pk="S#1", rev=3, email="a@x.io", code=7).save()
+    loaded = shapes.get("S#1", 3)
+    response = loaded.update(actions=[shapes.bio.set("x")])
+    # The caller changes the response and the instance: what is stored is still what was loaded.
+    response["Attributes"].pop("Email")
+    response["Attributes"]["Code"] = {"N": "8"}
+    loaded.email = "b@x.io"
+    assert _context(shapes).known(loaded) == Stored(exists=True, values={"email": "a@x.io", "handle": None, "code": 7})
+    with RequestCounter(shapes) as counter:
+        loaded.save()
+    assert counter.operations == ["TransactWriteItems"]  # Planned right the first time.
+    assert shapes.unique_owner(email="b@x.io") == ("S#1", 3)
+    assert shapes.unique_owner(email="a@x.io") is None
+    assert shapes.unique_owner(code=7) == ("S#1", 3)
+
+
 def test_numeric_keys_in_lock_table__lifecycle(moto_backend: None) -> None:
     """Numeric keys, attr_names and a separate lock table: save, load, move, delete."""
     model = _with_locks(bind_model(NumLocked, MOTO))
