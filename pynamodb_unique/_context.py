@@ -327,19 +327,20 @@ class ModelContext:
         a write first asks (:meth:`known`), as :meth:`item_view` reads it: what its load gave,
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
-        if self.active() is not None:
-            vars(instance)[SNAPSHOT] = (self.key(instance), _Loaded(dict(item)))
+        if self.planner.constraints or self.active() is not None:
+            # A dict, not yet a Stored: known() reads it when first asked.
+            vars(instance)[SNAPSHOT] = (self.key(instance), dict(item))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
-        snapshot: tuple[tuple[Any, ...], Stored | _Loaded] | None = vars(instance).get(SNAPSHOT)
+        snapshot: tuple[tuple[Any, ...], Stored | dict[str, Any]] | None = vars(instance).get(SNAPSHOT)
         if snapshot is None:
             return None
         remembered, stored = snapshot
         if remembered != (key or self.key(instance)):
             return None
-        if isinstance(stored, _Loaded):
-            stored = self.item_view(stored.item)
+        if isinstance(stored, dict):  # A loaded item, not read yet.
+            stored = self.item_view(stored)
             vars(instance)[SNAPSHOT] = (remembered, stored)
         return stored
 
@@ -399,15 +400,6 @@ class ModelContext:
         blank = blank_instance(self.model)
         setattr(blank, name, value)
         return blank.attribute_values.get(name)
-
-
-class _Loaded:
-    """A loaded item not yet read (:meth:`ModelContext.remember_loaded`)."""
-
-    __slots__ = ("item",)
-
-    def __init__(self, item: dict[str, Any]) -> None:
-        self.item = item
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:

@@ -1,0 +1,203 @@
+"""Instructions per operation: the client work of ``run.py``'s CPU section, counted instead of timed.
+
+Run from the repository root (needs valgrind: ``apt-get install valgrind``)::
+
+    python benchmarks/instructions.py             # about 2 minutes on 2 cores
+    python benchmarks/instructions.py --ops 500   # more operations per contender
+    python benchmarks/instructions.py delete      # some operations only
+
+Besides the CPU section's operations, it counts a record's load (``from_raw_data``, what get,
+query and scan do with each item) on the library's model and on the plain one.
+
+Timed CPU figures on a shared machine move by 20-30 % from one run to the next, more than most
+changes to the write path. This script runs the same contenders as ``run.py``'s CPU section
+(stubbed transport, the same inputs) once, under valgrind's callgrind, and counts what each
+executes per operation: instructions, and the branches mispredicted and first-level cache misses
+callgrind simulates. The counts are the same from run to run (within a fraction of a percent) and
+from machine to machine for one Python and set of packages, so a change can be judged by them
+before it is timed. They are not a time: the same instructions run slower where branches are
+mispredicted or code and data miss the caches, so ``cycles (est.)`` adds callgrind's usual
+estimate (10 cycles per mispredicted branch or first-level miss, 100 per last-level miss). Time
+stays what ``run.py`` measures and what its targets judge.
+
+Every contender runs in one process, each in its own call of ``functools.reduce``, the only
+function callgrind counts in (``--toggle-collect``) and after which it writes the counts
+(``--dump-after``). Nothing here is a test: it prints figures and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench
+
+#: A record loaded from a stored item (what get, query and scan do with each item): the
+#: library's model against the plain one.
+LOAD: Final = "load (from_raw_data)"
+#: (operation, contender) in the order the child runs them: run.py's CPU section, minimal and
+#: library side by side, and the non-unique update's floor.
+MEASURED: Final = [
+    *((op, who) for op in bench.CPU_OPERATIONS for who in (bench.LIB, bench.MINIMAL)),
+    ("non-unique update", bench.PYNAMODB_ON_UNIQUE),
+    ("non-unique update", bench.PLAIN),
+    (LOAD, bench.LIB),
+    (LOAD, bench.PLAIN),
+]
+WARM_UP: Final = 30
+#: callgrind's cycle estimate: instructions, plus 10 per first-level miss or mispredicted branch,
+#: 100 per last-level miss.
+FIRST_LEVEL: Final = ("I1mr", "D1mr", "D1mw")
+LAST_LEVEL: Final = ("ILmr", "DLmr", "DLmw")
+MISPREDICTED: Final = ("Bcm", "Bim")
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    return [{**bench.STORED_ITEM, "PK": {"S": f"ACCT#{i}"}} for i in range(n)]
+
+
+def _variant(operation: str, contender: str) -> bench.Variant:
+    if operation == LOAD:
+        model = bench.UniqueAccount if contender == bench.LIB else bench.PlainAccount
+        return bench.Variant(_items, model.from_raw_data)
+    if contender == bench.PYNAMODB_ON_UNIQUE:
+        return bench.UPDATE_FLOOR[contender]
+    return bench.CPU_OPERATIONS[operation][contender]
+
+
+def _selected(operations: Sequence[str]) -> list[tuple[str, str]]:
+    """The measured (operation, contender) pairs of ``operations`` (all when empty), in order."""
+    unknown = set(operations) - {*bench.CPU_OPERATIONS, LOAD}
+    if unknown:
+        msg = f"unknown operations {sorted(unknown)}; choose from {[*bench.CPU_OPERATIONS, LOAD]}"
+        raise SystemExit(msg)
+    return [(op, who) for op, who in MEASURED if not operations or op in operations]
+
+
+def _step(run: Callable[[Any], object], _: object, item: Any) -> None:
+    run(item)
+
+
+def child(ops: int, operations: Sequence[str]) -> None:
+    """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
+    fake = "bench"
+    os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=bench.REGION)
+    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    with bench.dynoxide() as host:
+        bench.bind(host, "instructions")
+        with bench.stubbed_transport():
+            for operation, contender in _selected(operations):
+                variant = _variant(operation, contender)
+                for item in variant.prepare(WARM_UP):  # Imports, caches, first connections: not counted.
+                    variant.run(item)
+                inputs = variant.prepare(ops)
+                functools.reduce(functools.partial(_step, variant.run), inputs, None)
+
+
+def _counts(path: Path) -> dict[str, int]:
+    """The events of one callgrind dump, by name."""
+    text = path.read_text()
+    events = re.search(r"^events: (.+)$", text, re.MULTILINE)
+    totals = re.search(r"^(?:summary|totals): (.+)$", text, re.MULTILINE)
+    if events is None or totals is None:
+        msg = f"{path}: no events or totals"
+        raise RuntimeError(msg)
+    return dict(zip(events.group(1).split(), map(int, totals.group(1).split()), strict=True))
+
+
+def _estimate(counts: dict[str, int]) -> int:
+    first = sum(counts.get(name, 0) for name in FIRST_LEVEL + MISPREDICTED)
+    last = sum(counts.get(name, 0) for name in LAST_LEVEL)
+    return counts["Ir"] + 10 * first + 100 * last
+
+
+def measure(ops: int, operations: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
+    """Run the child under callgrind; the counts of each (operation, contender), in order."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "callgrind.out"
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--cache-sim=yes",
+            "--branch-sim=yes",
+            "--toggle-collect=functools_reduce",
+            "--dump-after=functools_reduce",
+            f"--callgrind-out-file={out}.%p",
+            sys.executable,
+            __file__,
+            "--child",
+            "--ops",
+            str(ops),
+            *operations,
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)  # noqa: S603 - our own command line.
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr[-3000:])
+            msg = f"valgrind exited with {done.returncode}"
+            raise RuntimeError(msg)
+        # One dump per reduce, numbered in order (the last, at exit, holds nothing counted).
+        dumps = sorted(Path(scratch).glob("callgrind.out.*.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        measured = _selected(operations)
+        if len(dumps) < len(measured):
+            msg = f"expected {len(measured)} dumps, found {len(dumps)}"
+            raise RuntimeError(msg)
+        return [(op, who, _counts(dump)) for (op, who), dump in zip(measured, dumps, strict=False)]
+
+
+def _ratios(top: dict[str, int], bottom: dict[str, int]) -> str:
+    return f"{top['Ir'] / bottom['Ir']:.2f} | {_estimate(top) / _estimate(bottom):.2f}"
+
+
+def report(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) -> None:
+    """Print per-operation counts and the library's ratios."""
+    per = {(op, who): counts for op, who, counts in results}
+    python = sys.version.split()[0]
+    print(f"Per operation, {ops} operations per contender, counted by valgrind's callgrind (Python {python}):\n")
+    print("| operation | contender | instructions | branches mispredicted | L1 misses | cycles (est.) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for op, who, counts in results:
+        mispredicted = sum(counts.get(n, 0) for n in MISPREDICTED) / ops
+        misses = sum(counts.get(n, 0) for n in FIRST_LEVEL) / ops
+        cells = (counts["Ir"] / ops, mispredicted, misses, _estimate(counts) / ops)
+        print(f"| {op} | {who} | " + " | ".join(f"{cell:,.0f}" for cell in cells) + " |")
+    print("\n| operation | library / baseline: instructions | cycles (est.) |")
+    print("| --- | --- | --- |")
+    for op in dict.fromkeys(op for op, _, _ in results if op in bench.CPU_OPERATIONS):
+        print(f"| {op} / minimal by hand | {_ratios(per[op, bench.LIB], per[op, bench.MINIMAL])} |")
+    if (LOAD, bench.LIB) in per:
+        print(f"| {LOAD} / plain PynamoDB | {_ratios(per[LOAD, bench.LIB], per[LOAD, bench.PLAIN])} |")
+    if ("non-unique update", bench.PLAIN) not in per:
+        return
+    lib, floor, plain = (per["non-unique update", who] for who in (bench.LIB, bench.PYNAMODB_ON_UNIQUE, bench.PLAIN))
+    print(f"| non-unique update / plain PynamoDB | {_ratios(lib, plain)} |")
+    print(f"| PynamoDB's update() on the unique model / plain PynamoDB | {_ratios(floor, plain)} |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Count, or (``--child``) be counted."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--ops", type=int, default=200, help="operations per contender (default 200)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("operations", nargs="*", help="operations of run.py's CPU section (default: all)")
+    args = parser.parse_args(argv)
+    _selected(args.operations)
+    if args.child:
+        child(args.ops, args.operations)
+        return 0
+    report(measure(args.ops, args.operations), args.ops)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
