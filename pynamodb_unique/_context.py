@@ -14,10 +14,10 @@ import decimal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.attributes import UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import Attribute, NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.constants import NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
-from pynamodb.expressions.update import Action, RemoveAction, SetAction
+from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveAction, SetAction
 
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
@@ -75,13 +75,19 @@ class ModelContext:
             for name in planner.unique_names
             if attributes[name].default is not None and fixed_default(attributes[name]) is None
         )
-        # String attributes whose Python value may not give back the stored text (a JSONAttribute,
-        # a date, a custom attribute): the compare-and-swap checks the text as stored.
+        # Attributes whose Python value may not give back the stored text (a JSONAttribute, a date,
+        # a TTLAttribute's fraction of a second, a custom attribute): the compare-and-swap checks
+        # the text as stored.
         self._verbatim = tuple(
-            (name, attributes[name].attr_name)
-            for name in planner.unique_names
-            if attributes[name].attr_type == STRING and not isinstance(attributes[name], UnicodeAttribute)
+            (name, attributes[name].attr_name) for name in planner.unique_names if _inexact(attributes[name])
         )
+        # Attributes that change a value as it is set (a TTLAttribute drops fractions of a
+        # second): a stored value is read as a load sets it.
+        self._set_hooks = frozenset(
+            name for name in planner.unique_names if type(attributes[name]).__set__ is not Attribute.__set__
+        )
+        # Where the unique attributes are stored: what a load keeps of the item (remember_loaded).
+        self._stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
@@ -323,13 +329,15 @@ class ModelContext:
     def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
         """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
 
-        Only when the model's writes move locks. The item is kept (a shallow copy) and read when
-        a write first asks (:meth:`known`), as :meth:`item_view` reads it: what its load gave,
+        Only when the model's writes move locks. The unique attributes' stored values are kept (a
+        copy: the caller may change the item, ``update()``'s response for one) and read when a
+        write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
         if self.planner.constraints or self.active() is not None:
+            kept = {name: _copied(raw) for name in self._stored_names if (raw := item.get(name)) is not None}
             # A dict, not yet a Stored: known() reads it when first asked.
-            vars(instance)[SNAPSHOT] = (self.key(instance), dict(item))
+            vars(instance)[SNAPSHOT] = (self.key(instance), kept)
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
@@ -358,10 +366,14 @@ class ModelContext:
         Raises:
             InvalidUniqueValue: an action other than ``.set(literal)`` or ``.remove()`` touches a
                 unique attribute.
+            ValueError: an item is no update action (PynamoDB's error, before any request).
         """
         unique = self._unique_set
         changes: dict[str, Any] = {}
         for action in actions:
+            if not isinstance(action, _ACTIONS):
+                msg = f"unsupported action type: '{action.__class__.__name__}'"  # PynamoDB's words.
+                raise ValueError(msg)  # noqa: TRY004 - PynamoDB's exception type, for its handlers.
             path = action.values[0]
             if not isinstance(path, Path):
                 continue
@@ -394,12 +406,33 @@ class ModelContext:
         if not serialized or NULL in serialized:
             return fixed_default(attribute)
         value = attribute.deserialize(attribute.get_value(serialized))
-        if type(value) in _IMMUTABLE:
+        if type(value) in _IMMUTABLE and name not in self._set_hooks:
             return value
         # As a load sets it (a raw MapAttribute's dict becomes a MapAttribute, for instance).
         blank = blank_instance(self.model)
         setattr(blank, name, value)
         return blank.attribute_values.get(name)
+
+
+def _inexact(attribute: Attribute[Any]) -> bool:
+    """Whether an attribute's value may not give back its stored text (JSON, dates, TTLs, custom attributes)."""
+    if attribute.attr_type == STRING:
+        return not isinstance(attribute, UnicodeAttribute)
+    return attribute.attr_type == NUMBER and not isinstance(attribute, NumberAttribute)
+
+
+#: The update actions PynamoDB's ``Update`` accepts.
+_ACTIONS: Final = (SetAction, RemoveAction, AddAction, DeleteAction)
+
+#: The values of DynamoDB JSON that cannot change in place (S, N, B, BOOL, NULL).
+_SCALARS: Final = (str, bytes, bool)
+
+
+def _copied(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a stored value (DynamoDB JSON) sharing nothing that can change in place."""
+    return {
+        kind: value if isinstance(value, (str, bytes, bool)) else copy.deepcopy(value) for kind, value in raw.items()
+    }
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:
