@@ -415,10 +415,19 @@ class ModelContext:
 
 
 def _inexact(attribute: Attribute[Any]) -> bool:
-    """Whether an attribute's value may not give back its stored text (JSON, dates, TTLs, custom attributes)."""
+    """Whether an attribute's value may not give back its stored text.
+
+    A string or number attribute other than PynamoDB's plain ones (JSON, dates, TTLs, custom
+    attributes), or one whose ``__set__`` changes a value as it is set (a load then shows
+    another value than the one stored).
+    """
+    if attribute.attr_type not in (STRING, NUMBER):
+        return False
+    if type(attribute).__set__ is not Attribute.__set__:
+        return True
     if attribute.attr_type == STRING:
         return not isinstance(attribute, UnicodeAttribute)
-    return attribute.attr_type == NUMBER and not isinstance(attribute, NumberAttribute)
+    return not isinstance(attribute, NumberAttribute)
 
 
 #: The update actions PynamoDB's ``Update`` accepts.

@@ -6,7 +6,7 @@ composed transactions read their reasons with the same :func:`interpret`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -391,7 +391,8 @@ def after_success(
     instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
     if not load:
         context.apply_literals(instance, actions)
-        context.remember(instance, _after_update(plan.assumed, desired), key)
+        touched = context.update_changes(actions)
+        context.remember(instance, _after_update(plan.assumed, desired, touched), key)
         return response
     image = None
     if not plan.assumed.exists:
@@ -407,13 +408,19 @@ def after_success(
     return {**response, "Attributes": image}
 
 
-def _after_update(assumed: Stored, desired: dict[str, Any]) -> Stored:
+def _after_update(assumed: Stored, desired: dict[str, Any], touched: Mapping[str, Any]) -> Stored:
     """What is stored after an update of ``assumed`` to ``desired``.
 
-    The stored item keeps its class, and the stored texts of the values the update did not change.
+    The stored item keeps its class, and the stored texts of the values the update neither
+    changed nor wrote (``touched``: the unique attributes its actions set or remove; a value set
+    again is stored in the library's spelling).
     """
     verbatim = assumed.verbatim
     if verbatim:
-        kept = {name: text for name, text in verbatim.items() if desired.get(name) == assumed.values.get(name)}
+        kept = {
+            name: text
+            for name, text in verbatim.items()
+            if name not in touched and desired.get(name) == assumed.values.get(name)
+        }
         verbatim = kept or None
     return Stored(exists=True, values=desired, source=assumed.source, verbatim=verbatim)
