@@ -335,7 +335,12 @@ class ModelContext:
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
         if self.planner.constraints or self.active() is not None:
-            kept = {name: _copied(raw) for name in self._stored_names if (raw := item.get(name)) is not None}
+            kept = {}
+            for name in self._stored_names:
+                raw = item.get(name)
+                if raw is not None:
+                    # A value that cannot change in place is copied flat; a map, list or set deeply.
+                    kept[name] = raw.copy() if raw.keys() <= _SCALAR_KINDS else copy.deepcopy(raw)
             # A dict, not yet a Stored: known() reads it when first asked.
             vars(instance)[SNAPSHOT] = (self.key(instance), kept)
 
@@ -433,15 +438,8 @@ def _inexact(attribute: Attribute[Any]) -> bool:
 #: The update actions PynamoDB's ``Update`` accepts.
 _ACTIONS: Final = (SetAction, RemoveAction, AddAction, DeleteAction)
 
-#: The values of DynamoDB JSON that cannot change in place (S, N, B, BOOL, NULL).
-_SCALARS: Final = (str, bytes, bool)
-
-
-def _copied(raw: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a stored value (DynamoDB JSON) sharing nothing that can change in place."""
-    return {
-        kind: value if isinstance(value, (str, bytes, bool)) else copy.deepcopy(value) for kind, value in raw.items()
-    }
+#: The kinds of DynamoDB JSON values that cannot change in place.
+_SCALAR_KINDS: Final = frozenset({"S", "N", "B", "BOOL", "NULL"})
 
 
 def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:
