@@ -83,9 +83,7 @@ class ModelContext:
         )
         # Attributes that change a value as it is set (a TTLAttribute drops fractions of a
         # second): a stored value is read as a load sets it.
-        self._set_hooks = frozenset(
-            name for name in planner.unique_names if type(attributes[name]).__set__ is not Attribute.__set__
-        )
+        self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
         # Where the unique attributes are stored: what a load keeps of the item (remember_loaded).
         self._stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
         self.hash_attribute = attributes[self.hash_name]
@@ -334,7 +332,7 @@ class ModelContext:
         write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
-        if self.planner.constraints or self.active() is not None:
+        if self.active() is not None:
             kept = {}
             for name in self._stored_names:
                 raw = item.get(name)
@@ -419,6 +417,11 @@ class ModelContext:
         return blank.attribute_values.get(name)
 
 
+def _changes_on_set(attribute: Attribute[Any]) -> bool:
+    """Whether an attribute's class overrides ``__set__`` (it may change a value as it is set)."""
+    return type(attribute).__set__ is not Attribute.__set__
+
+
 def _inexact(attribute: Attribute[Any]) -> bool:
     """Whether an attribute's value may not give back its stored text.
 
@@ -428,7 +431,7 @@ def _inexact(attribute: Attribute[Any]) -> bool:
     """
     if attribute.attr_type not in (STRING, NUMBER):
         return False
-    if type(attribute).__set__ is not Attribute.__set__:
+    if _changes_on_set(attribute):
         return True
     if attribute.attr_type == STRING:
         return not isinstance(attribute, UnicodeAttribute)
