@@ -11,8 +11,10 @@ a test: it prints figures, and at the end a markdown block for the README with a
 
 Every comparison runs its contenders side by side in one process, alternating within each
 repetition (the order rotates from one repetition to the next), and reports the median with the
-spread (min-max) over the repetitions. A ratio is the median of the per-repetition ratios (each
-taken between neighbouring runs), with their min-max.
+spread (min-max) over the repetitions. In the CPU section the contenders take turns operation by
+operation, each operation timed alone, and a repetition's figure is the median operation. A ratio
+is the median of the per-repetition ratios (each taken between neighbouring runs), with their
+min-max.
 
 Sections:
 
@@ -64,7 +66,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -675,28 +677,43 @@ def _diff(library: list[Any], other: list[Any], context: int = 2, limit: int = 3
     return "\n".join(diff[:limit] + ["..."] * (len(diff) > limit))
 
 
-def _cpu_per_op(variant: Variant, iterations: int) -> float:
-    inputs = variant.prepare(iterations)
-    run = variant.run
+def interleaved(variants: Mapping[str, Variant], iterations: int, repetition: int) -> dict[str, float]:
+    """Seconds per operation of each contender: the median over ``iterations`` operations, run in turn.
+
+    Each contender's inputs are prepared first; then the contenders take turns operation by
+    operation (the order rotating with ``repetition``), each operation timed alone. Taking turns
+    puts every contender under the same conditions at the same moment, and the median leaves out
+    the operations a preemption or a page fault stretched: on a shared machine, medians of whole
+    timed loops run one after another moved by 20-50 % from run to run; these move by a few percent.
+    """
+    names = rotated(list(variants), repetition)
+    runs = [variants[name].run for name in names]
+    inputs = [variants[name].prepare(iterations) for name in names]
+    times: list[list[int]] = [[] for _ in names]
+    clock = time.perf_counter_ns
     gc.collect()
-    start = time.process_time()
-    for item in inputs:
-        run(item)
-    return (time.process_time() - start) / iterations
+    for turn in zip(*inputs, strict=True):
+        for run, item, spent in zip(runs, turn, times, strict=True):
+            start = clock()
+            run(item)
+            spent.append(clock() - start)
+    return {name: statistics.median(spent) / 1e9 for name, spent in zip(names, times, strict=True)}
+
+
+def timed(variants: Mapping[str, Variant], iterations: int, repeats: int) -> dict[str, Spread]:
+    """Seconds per operation of each contender, over ``repeats`` repetitions of :func:`interleaved`."""
+    interleaved(variants, 50, 0)  # Warm up: imports, caches, first connections.
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(repeats):
+        for name, seconds in interleaved(variants, iterations, r).items():
+            samples[name].append(seconds)
+    return {name: Spread(tuple(s)) for name, s in samples.items()}
 
 
 def client_cpu(iterations: int, repeats: int) -> dict[str, dict[str, Spread]]:
-    """CPU seconds per operation over the repetitions, for each operation and contender."""
-    samples: dict[str, dict[str, list[float]]] = {op: {name: [] for name in CONTENDERS} for op in CPU_OPERATIONS}
+    """Seconds per operation over the repetitions, for each operation and contender."""
     with stubbed_transport():
-        for variants in CPU_OPERATIONS.values():  # Warm up: imports, caches, first connections.
-            for variant in variants.values():
-                _cpu_per_op(variant, 50)
-        for r in range(repeats):
-            for op, variants in CPU_OPERATIONS.items():
-                for name in rotated(CONTENDERS, r):
-                    samples[op][name].append(_cpu_per_op(variants[name], iterations))
-    return {op: {name: Spread(tuple(s)) for name, s in by.items()} for op, by in samples.items()}
+        return {op: timed(variants, iterations, repeats) for op, variants in CPU_OPERATIONS.items()}
 
 
 #: PynamoDB's own ``update()`` called on the library's model: the library's write path left out,
@@ -713,15 +730,9 @@ UPDATE_FLOOR: Final[dict[str, Variant]] = {
 
 
 def update_floor(iterations: int, repeats: int) -> dict[str, Spread]:
-    """CPU seconds per non-unique update: the library, PynamoDB's update() on the same model, plain PynamoDB."""
-    samples: dict[str, list[float]] = {name: [] for name in UPDATE_FLOOR}
+    """Seconds per non-unique update: the library, PynamoDB's update() on the same model, plain PynamoDB."""
     with stubbed_transport():
-        for variant in UPDATE_FLOOR.values():
-            _cpu_per_op(variant, 50)
-        for r in range(repeats):
-            for name in rotated(list(UPDATE_FLOOR), r):
-                samples[name].append(_cpu_per_op(UPDATE_FLOOR[name], iterations))
-    return {name: Spread(tuple(s)) for name, s in samples.items()}
+        return timed(UPDATE_FLOOR, iterations, repeats)
 
 
 def profile_library(operation: str, iterations: int, top: int = 18) -> str:
@@ -1006,7 +1017,8 @@ def report_requests(report: Report) -> None:
 def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) -> None:
     """Section 2, with a cProfile of the library on request."""
     print(
-        f"\n== 2. client CPU per operation, transport stubbed ({iterations} operations per run, {repeats} repetitions)"
+        f"\n== 2. client CPU per operation, transport stubbed "
+        f"({iterations} operations per contender taking turns, {repeats} repetitions)"
     )
     problems = check_requests()
     for problem in problems:
@@ -1031,7 +1043,10 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
         "library / same request",
     ]
     print("\n".join(_table(header, rows)))
-    print("(median (min-max) over the repetitions; a ratio is the median (min-max) of the per-repetition ratios)")
+    print(
+        "(the median operation, taking turns with the other contenders: median (min-max) over the repetitions;"
+        " a ratio is the median (min-max) of the per-repetition ratios)"
+    )
     floor = update_floor(iterations, repeats)
     lines = [
         f"non-unique update, {name}: {floor[name].show(1e6)} µs, / plain PynamoDB "
@@ -1045,8 +1060,8 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
             print(profile_library(op, iterations))
     report.markdown += [
         "",
-        f"Client CPU per operation, transport stubbed: median (min-max) of {repeats} alternating repetitions "
-        f"x {iterations:,} operations:",
+        f"Client CPU per operation, transport stubbed: the median of {iterations:,} operations per contender, "
+        f"the contenders taking turns operation by operation; median (min-max) of {repeats} repetitions:",
         "",
         *_markdown(header, rows),
         "",
