@@ -81,6 +81,9 @@ class ModelContext:
         self._verbatim = tuple(
             (name, attributes[name].attr_name) for name in planner.unique_names if _inexact(attributes[name])
         )
+        # Those whose text a check built from values read earlier must read first (an expiry is
+        # checked within its second instead: Planner.ranged).
+        self._read_texts = tuple((name, attr_name) for name, attr_name in self._verbatim if name not in planner.ranged)
         # Attributes that change a value as it is set (a TTLAttribute drops fractions of a
         # second): a stored value is read as a load sets it.
         self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
@@ -268,16 +271,16 @@ class ModelContext:
 
         A text is taken only where the stored value is still the one in ``values``, so a check
         built from them still fails for a record changed since. None, with no request, when the
-        model has no such attribute (:attr:`Stored.verbatim`).
+        model has no such attribute but an expiry (:attr:`Stored.verbatim`, :attr:`Planner.ranged`).
         """
-        if not self._verbatim:
+        if not self._read_texts:
             return None
         item = self.read_item(owner)
         if not item:
             return None
         texts = {
             name: raw
-            for name, attr_name in self._verbatim
+            for name, attr_name in self._read_texts
             if (raw := item.get(attr_name)) and NULL not in raw and self._still(name, raw, values.get(name))
         }
         return texts or None

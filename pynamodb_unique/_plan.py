@@ -19,7 +19,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
-from pynamodb.attributes import Attribute
+from pynamodb.attributes import Attribute, TTLAttribute
 from pynamodb.constants import BINARY, NULL, NUMBER, STRING
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path, Value
@@ -145,17 +145,20 @@ class Guard:
                 return (False, self.gone_ok, ()), []
             _, found = Guard(planner, planner.bare).compiled()
             return (False, self.gone_ok, ()), found
-        stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
+        stored_values, defaults, verbatim, ranged = stored.values, planner.defaults, stored.verbatim, planner.ranged
         states = []
         found = []
         for name in planner.unique_names:
             value = stored_values.get(name)
-            state = cas_state(name, value, defaults, verbatim)
+            state = cas_state(name, value, defaults, verbatim, ranged)
             states.append(state)
             if state in (ABSENT_STATE, DEFAULT_STATE):
                 found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
             if state == VERBATIM_STATE:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
+            elif state == RANGE_STATE:
+                upper = value + _SECOND  # type: ignore[operator] # a value in that state.
+                found += (planner.serialize(name, value), planner.serialize(name, upper))
             elif state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
         return (True, self.gone_ok, tuple(states)), [*found, *_kind_value(planner)]
@@ -310,9 +313,19 @@ EQUAL_STATE: Final = 1
 DEFAULT_STATE: Final = 2
 #: Equal to the stored text itself (:attr:`Stored.verbatim`).
 VERBATIM_STATE: Final = 3
+#: A ``TTLAttribute``'s number within the second of the value (:attr:`Planner.ranged`).
+RANGE_STATE: Final = 4
+#: The width of a :data:`RANGE_STATE` check: PynamoDB serializes an expiry in whole seconds.
+_SECOND: Final = timedelta(seconds=1)
 
 
-def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapping[str, Any] | None = None) -> int:
+def cas_state(
+    name: str,
+    value: Any,
+    defaults: Mapping[str, Any],
+    verbatim: Mapping[str, Any] | None = None,
+    ranged: frozenset[str] = frozenset(),
+) -> int:
     """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded)."""
     if verbatim and name in verbatim:
         return VERBATIM_STATE
@@ -320,7 +333,7 @@ def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapp
         return ABSENT_STATE
     if name in defaults and defaults[name] == value:
         return DEFAULT_STATE
-    return EQUAL_STATE
+    return RANGE_STATE if name in ranged else EQUAL_STATE
 
 
 def fixed_default(attribute: Attribute[Any]) -> Any:
@@ -342,6 +355,7 @@ def compare_and_swap(
     paths: Mapping[str, Path] | None = None,
     defaults: Mapping[str, Any] | None = None,
     verbatim: Mapping[str, dict[str, Any]] | None = None,
+    ranged: frozenset[str] = frozenset(),
 ) -> Condition | None:
     """Condition: the record's unique attributes still hold ``stored``, as PynamoDB loads them.
 
@@ -353,15 +367,19 @@ def compare_and_swap(
         defaults: the attributes' fixed defaults: an item without the attribute loads as holding
             it, so a value equal to its default is also held by an item without the attribute.
         verbatim: stored forms to compare as they are (:attr:`Stored.verbatim`).
+        ranged: expiries checked within their second, when their stored form is not known
+            (:attr:`Planner.ranged`).
     """
     condition: Condition | None = None
     for name in names:
         path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        state = cas_state(name, value, defaults or {}, verbatim)
+        state = cas_state(name, value, defaults or {}, verbatim, ranged)
         part: Condition
         if state == VERBATIM_STATE:
             part = path == Value(verbatim[name])  # type: ignore[index] # set in that state.
+        elif state == RANGE_STATE:
+            part = (path >= value) & (path < value + _SECOND)  # type: ignore[operator] # a value in that state.
         elif state == ABSENT_STATE:
             part = path.does_not_exist() | path.is_type(NULL)
         elif state == DEFAULT_STATE:
@@ -456,6 +474,21 @@ class Planner:
     def text(self, name: str, value: Any) -> dict[str, Any] | None:
         """A value of attribute ``name`` as stored (None: no value)."""
         return None if value is None else self.serialize(name, value)
+
+    @cached_property
+    def ranged(self) -> frozenset[str]:
+        """The expiry, when checked within its second where its stored form is not known.
+
+        PynamoDB writes a ``TTLAttribute`` in whole seconds and loads any number (another
+        writer's ``1700000000.5``) as it is; its locks carry the whole seconds. "Within the second
+        of the value" holds for every number that writes the same expiry, without reading the
+        stored text first. A subclass that serializes or loads its own way is not ranged.
+        """
+        if self.ttl is None:
+            return frozenset()
+        kind = type(self.attributes[self.ttl])
+        own = kind.serialize is TTLAttribute.serialize and kind.deserialize is TTLAttribute.deserialize
+        return frozenset({self.ttl}) if own else frozenset()
 
     @cached_property
     def expiring(self) -> bool:
@@ -591,7 +624,7 @@ class Planner:
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
         cas = compare_and_swap(
-            self.attributes, self.unique_names, stored.values, self.paths, self.defaults, stored.verbatim
+            self.attributes, self.unique_names, stored.values, self.paths, self.defaults, stored.verbatim, self.ranged
         )
         if self.discriminator is None:
             return cas

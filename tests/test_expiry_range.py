@@ -1,0 +1,216 @@
+"""An expiry whose stored text is not known is checked within its second, without reading the record.
+
+Repair, backfill and migrate build a record's compare-and-swap from values an audit read. A
+``TTLAttribute`` may be stored with a fraction of a second by another writer, which PynamoDB loads
+as it is and writes in whole seconds; an equality on the whole seconds would fail for it. Before,
+each fix therefore read the record (a GetItem) for its stored text; now the check is "within the
+second of the value" (``>= v AND < v + 1``), which every number writing the same expiry passes.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from _backends import Backend, RequestCounter, bind_model
+from _expiry import Session, client, locks, raw, record_key
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
+from pynamodb_unique._context import context_of
+from pynamodb_unique._plan import Guard, Planner, Stored
+from pynamodb_unique._requests import guard_condition
+
+
+class WholeSecondsTTL(TTLAttribute):
+    """A TTLAttribute that loads its own way: its stored text is read, not ranged."""
+
+    def deserialize(self, value: Any) -> datetime:
+        loaded: datetime = super().deserialize(value)  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+        return loaded
+
+
+class Pass(UniqueMixin, Model):
+    """An expiring record whose expiry attribute is a subclass loading its own way."""
+
+    class Meta:
+        table_name = "expiry-range-passes"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    code = UniqueAttribute(UnicodeAttribute(null=True))
+    expires = WholeSecondsTTL(null=True, attr_name="ttl")
+
+
+def _planner(model: type[Any]) -> Planner:
+    context = context_of(model)
+    assert context is not None
+    return context.planner
+
+
+def _epoch_in_days(days: int) -> int:
+    return int(time.time()) + days * 86400
+
+
+def _put_raw(model: type[Any], pk: str, email: str, expiry: str) -> None:
+    """A record written by another writer: its expiry spelled ``expiry``, no lock."""
+    item = {**record_key(pk), "email": {"S": email}, "ttl": {"N": expiry}}
+    client(model).put_item(TableName=model.Meta.table_name, Item=item)
+
+
+# --- the check itself -----------------------------------------------------------------------
+
+
+def test_planner_ranged__plain_ttl_only() -> None:
+    assert _planner(Session).ranged == frozenset({"expires"})
+    assert _planner(Pass).ranged == frozenset()
+
+
+@pytest.mark.parametrize("fraction", [0, 500_000], ids=["whole", "fraction"])
+def test_guard__expiry_without_text__within_its_second(fraction: int) -> None:
+    """The compiled values are the condition's, in PynamoDB's numbering: the second and the next."""
+    epoch = _epoch_in_days(3)
+    expires = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=fraction)
+    guard = Guard(_planner(Session), Stored(exists=True, values={"email": "a@x.io", "expires": expires}))
+    condition = guard.condition()
+    assert condition is not None
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    expression = condition.serialize(names, values)
+    sent = guard_condition(guard)
+    assert sent["ConditionExpression"] == expression
+    assert sent["ExpressionAttributeValues"] == values
+    assert sorted(v["N"] for v in values.values() if "N" in v) == [str(epoch), str(epoch + 1)]
+    assert " >= " in expression
+    assert " < " in expression
+
+
+def test_guard__expiry_with_text__compared_as_stored() -> None:
+    """A text known from a load is still compared as stored (equality on the text)."""
+    epoch = _epoch_in_days(3)
+    expires = datetime.fromtimestamp(epoch, tz=UTC)
+    text = {"N": f"{epoch}.25"}
+    stored = Stored(exists=True, values={"email": "a@x.io", "expires": expires}, verbatim={"expires": text})
+    sent = guard_condition(Guard(_planner(Session), stored))
+    assert text in sent["ExpressionAttributeValues"].values()
+    assert " >= " not in sent["ConditionExpression"]
+
+
+# --- repair, backfill and migrate read no record ---------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
+def test_fixes_of_an_expiring_model__read_no_record(moto_backend: None, run: str) -> None:
+    """Before: one GetItem per fixed record of a model with a TTLAttribute (its stored text)."""
+    model = bind_model(Session, Backend("moto", None))
+    for i in range(3):
+        _put_raw(model, f"ACCT#{i}", f"a{i}@x.io", str(_epoch_in_days(1 + i)))
+    with RequestCounter(model) as counter:
+        if run == "backfill":
+            outcomes = [f.outcome for f in backfill(model).fixes]
+        elif run == "repair":
+            outcomes = [f.outcome for f in repair(model, audit(model), apply=True).fixes]
+        else:
+            outcomes = [f.outcome for f in migrate(model, apply=True).fixes]
+    assert outcomes == ["applied"] * 3
+    assert counter.count("GetItem") == 0, counter.operations
+    assert sorted(locks(model)) == [f"UNIQ#EMAIL#a{i}@x.io" for i in range(3)]
+
+
+def test_fixes_of_an_expiry_loading_its_own_way__read_the_record(moto_backend: None) -> None:
+    """A subclass that loads its own way keeps the read of its stored text."""
+    model = bind_model(Pass, Backend("moto", None))
+    item = {**record_key("ACCT#1"), "code": {"S": "c1"}, "ttl": {"N": str(_epoch_in_days(1))}}
+    client(model).put_item(TableName=model.Meta.table_name, Item=item)
+    with RequestCounter(model) as counter:
+        outcomes = [f.outcome for f in backfill(model).fixes]
+    assert outcomes == ["applied"]
+    assert counter.count("GetItem") == 1, counter.operations
+
+
+# --- against a server evaluating the conditions ----------------------------------------------
+
+
+@pytest.mark.integration
+def test_backfill__another_writers_fraction__applied(dynoxide_endpoint: str) -> None:
+    """An expiry stored with a fraction passes the check of its whole seconds: the lock is created."""
+    model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
+    epoch = _epoch_in_days(2)
+    _put_raw(model, "ACCT#1", "a@x.io", f"{epoch}.75")
+    done = backfill(model)
+    assert [f.outcome for f in done.fixes] == ["applied"]
+    lock = locks(model)["UNIQ#EMAIL#a@x.io"]
+    assert lock["uniq_owner_hash"] == {"S": "ACCT#1"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("moved_to", "outcome"),
+    [
+        (lambda epoch: f"{epoch}.5", "applied"),  # The same second respelled: the same expiry.
+        (lambda epoch: str(epoch + 1), "skipped"),  # The next second: the record changed.
+        (lambda epoch: str(epoch - 1), "skipped"),
+    ],
+    ids=["same-second", "next-second", "previous-second"],
+)
+def test_repair__expiry_moved_after_the_audit(dynoxide_endpoint: str, moved_to: Any, outcome: str) -> None:
+    """The check fails only for another second: a record changed since the audit gets no lock."""
+    model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
+    epoch = _epoch_in_days(2)
+    _put_raw(model, "ACCT#1", "a@x.io", str(epoch))
+    report = audit(model)
+    assert len(report.problems) == 1
+    client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key=record_key("ACCT#1"),
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": "ttl"},
+        ExpressionAttributeValues={":e": {"N": moved_to(epoch)}},
+    )
+    with RequestCounter(model) as counter:
+        done = repair(model, report, apply=True)
+    assert [f.outcome for f in done.fixes] == [outcome]
+    assert counter.count("GetItem") == 0, counter.operations
+    assert ("UNIQ#EMAIL#a@x.io" in locks(model)) is (outcome == "applied")
+    stored = raw(model, record_key("ACCT#1"))
+    assert stored is not None
+    assert stored["ttl"] == {"N": moved_to(epoch)}
+
+
+@pytest.mark.integration
+def test_delete_of_an_unloaded_instance__fraction_stored__one_request(dynoxide_endpoint: str) -> None:
+    """A delete of an instance never loaded guesses its own values: an expiry within the same second passes.
+
+    Before, the guess was checked by equality on the whole seconds, which another writer's
+    fraction failed: the delete re-planned from the stored item (a second transaction).
+    """
+    model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
+    epoch = _epoch_in_days(2)
+    _put_raw(model, "ACCT#1", "a@x.io", str(epoch))
+    backfill(model)
+    client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key=record_key("ACCT#1"),
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": "ttl"},
+        ExpressionAttributeValues={":e": {"N": f"{epoch}.5"}},
+    )
+    guess = model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC))
+    with RequestCounter(model) as counter:
+        guess.delete()
+    assert counter.operations == ["TransactWriteItems"]
+    assert raw(model, record_key("ACCT#1")) is None
+    assert locks(model) == {}
+
+
+def test_range_width_is_one_second() -> None:
+    """The upper bound is the next whole second, as TTLAttribute serializes it."""
+    attribute = Session.expires
+    value = datetime.fromtimestamp(_epoch_in_days(1), tz=UTC) + timedelta(microseconds=999_999)
+    upper = value + timedelta(seconds=1)
+    texts = [attribute.serialize(v) for v in (value, upper)]  # type: ignore[no-untyped-call] # unannotated.
+    assert int(texts[1]) == int(texts[0]) + 1
