@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
@@ -66,15 +67,20 @@ class Stored:
         """Whether both describe the same unique state (what the compare-and-swap checks).
 
         Values are compared as DynamoDB stores them: a ``MapAttribute`` or another object
-        compared by identity is the same when it serializes the same.
+        compared by identity is the same when it serializes the same. An expiry whose stored
+        text one side lacks is compared within its whole second, as the check without the text
+        compares it (:attr:`Planner.ranged`).
         """
         if self.exists != other.exists or self.source is not other.source:
             return False
         planner = self.source or planner
+        ranged = planner.ranged
         for name in planner.unique_names:
             mine, theirs = self.values.get(name), other.values.get(name)
             mine_text = self.verbatim.get(name) if self.verbatim else None
             theirs_text = other.verbatim.get(name) if other.verbatim else None
+            if name in ranged and (mine_text is None or theirs_text is None):
+                mine_text = theirs_text = None
             if mine_text is None and theirs_text is None and mine == theirs:
                 continue
             # As stored: a stored text is what the compare-and-swap checked, else the value serialized.
@@ -150,17 +156,15 @@ class Guard:
         found = []
         for name in planner.unique_names:
             value = stored_values.get(name)
-            state = cas_state(name, value, defaults, verbatim, ranged)
+            state = cas_state(name, value, defaults, verbatim)
             states.append(state)
             if state in (ABSENT_STATE, DEFAULT_STATE):
                 found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
             if state == VERBATIM_STATE:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
-            elif state == RANGE_STATE:
-                upper = value + _SECOND  # type: ignore[operator] # a value in that state.
-                found += (planner.serialize(name, value), planner.serialize(name, upper))
             elif state != ABSENT_STATE:
-                found.append(planner.serialize(name, value))
+                serialized = planner.serialize(name, value)
+                found += second_bounds(serialized) if name in ranged else (serialized,)
         return (True, self.gone_ok, tuple(states)), [*found, *_kind_value(planner)]
 
 
@@ -313,27 +317,33 @@ EQUAL_STATE: Final = 1
 DEFAULT_STATE: Final = 2
 #: Equal to the stored text itself (:attr:`Stored.verbatim`).
 VERBATIM_STATE: Final = 3
-#: A ``TTLAttribute``'s number within the second of the value (:attr:`Planner.ranged`).
-RANGE_STATE: Final = 4
-#: The width of a :data:`RANGE_STATE` check: PynamoDB serializes an expiry in whole seconds.
-_SECOND: Final = timedelta(seconds=1)
+#: What PynamoDB's load rounds a stored expiry to: microseconds, half up at a whole second.
+_HALF_MICROSECOND: Final = Decimal("0.0000005")
 
 
-def cas_state(
-    name: str,
-    value: Any,
-    defaults: Mapping[str, Any],
-    verbatim: Mapping[str, Any] | None = None,
-    ranged: frozenset[str] = frozenset(),
-) -> int:
-    """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded)."""
+def second_bounds(serialized: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The numbers a ``TTLAttribute`` loads as the whole second ``serialized`` (``{"N": "s"}``): ``[low, high)``.
+
+    PynamoDB reads a stored expiry as a float, rounds it to the microsecond and writes the whole
+    second below: the numbers from half a microsecond below ``s`` to half a microsecond below
+    ``s + 1``. The bounds are computed on the number, so the last second a datetime holds has one.
+    """
+    second = Decimal(serialized[NUMBER])
+    return {NUMBER: str(second - _HALF_MICROSECOND)}, {NUMBER: str(second + 1 - _HALF_MICROSECOND)}
+
+
+def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapping[str, Any] | None = None) -> int:
+    """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded).
+
+    "Equal" is, for an expiry of :attr:`Planner.ranged`, "within the same whole second".
+    """
     if verbatim and name in verbatim:
         return VERBATIM_STATE
     if value is None:
         return ABSENT_STATE
     if name in defaults and defaults[name] == value:
         return DEFAULT_STATE
-    return RANGE_STATE if name in ranged else EQUAL_STATE
+    return EQUAL_STATE
 
 
 def fixed_default(attribute: Attribute[Any]) -> Any:
@@ -367,25 +377,27 @@ def compare_and_swap(
         defaults: the attributes' fixed defaults: an item without the attribute loads as holding
             it, so a value equal to its default is also held by an item without the attribute.
         verbatim: stored forms to compare as they are (:attr:`Stored.verbatim`).
-        ranged: expiries checked within their second, when their stored form is not known
+        ranged: expiries compared within their whole second, where no stored form is known
             (:attr:`Planner.ranged`).
     """
     condition: Condition | None = None
     for name in names:
         path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        state = cas_state(name, value, defaults or {}, verbatim, ranged)
+        state = cas_state(name, value, defaults or {}, verbatim)
         part: Condition
         if state == VERBATIM_STATE:
             part = path == Value(verbatim[name])  # type: ignore[index] # set in that state.
-        elif state == RANGE_STATE:
-            part = (path >= value) & (path < value + _SECOND)  # type: ignore[operator] # a value in that state.
         elif state == ABSENT_STATE:
             part = path.does_not_exist() | path.is_type(NULL)
-        elif state == DEFAULT_STATE:
-            part = path.does_not_exist() | path.is_type(NULL) | (path == value)
         else:
-            part = path == value
+            equal: Condition
+            if name in ranged:
+                low, high = second_bounds({NUMBER: attributes[name].serialize(value)})
+                equal = (path >= Value(low)) & (path < Value(high))
+            else:
+                equal = path == value
+            part = path.does_not_exist() | path.is_type(NULL) | equal if state == DEFAULT_STATE else equal
         condition = part if condition is None else condition & part
     return condition
 
@@ -477,18 +489,17 @@ class Planner:
 
     @cached_property
     def ranged(self) -> frozenset[str]:
-        """The expiry, when checked within its second where its stored form is not known.
+        """The expiry, when compared within its whole second where its stored form is not known.
 
         PynamoDB writes a ``TTLAttribute`` in whole seconds and loads any number (another
-        writer's ``1700000000.5``) as it is; its locks carry the whole seconds. "Within the second
-        of the value" holds for every number that writes the same expiry, without reading the
-        stored text first. A subclass that serializes or loads its own way is not ranged.
+        writer's ``1700000000.5``) to the microsecond; its locks carry the whole seconds. "Within
+        the second" (:func:`second_bounds`) holds for every number that writes the same expiry,
+        without reading the stored text first. Only PynamoDB's own ``TTLAttribute``: a subclass
+        may read, set or write values its own way.
         """
-        if self.ttl is None:
+        if self.ttl is None or type(self.attributes[self.ttl]) is not TTLAttribute:
             return frozenset()
-        kind = type(self.attributes[self.ttl])
-        own = kind.serialize is TTLAttribute.serialize and kind.deserialize is TTLAttribute.deserialize
-        return frozenset({self.ttl}) if own else frozenset()
+        return frozenset({self.ttl})
 
     @cached_property
     def expiring(self) -> bool:

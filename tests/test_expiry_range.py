@@ -10,7 +10,8 @@ second of the value" (``>= v AND < v + 1``), which every number writing the same
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
 from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Guard, Planner, Stored
+from pynamodb_unique._plan import Guard, Planner, Stored, second_bounds
 from pynamodb_unique._requests import guard_condition
 
 
@@ -72,7 +73,7 @@ def test_planner_ranged__plain_ttl_only() -> None:
 
 @pytest.mark.parametrize("fraction", [0, 500_000], ids=["whole", "fraction"])
 def test_guard__expiry_without_text__within_its_second(fraction: int) -> None:
-    """The compiled values are the condition's, in PynamoDB's numbering: the second and the next."""
+    """The compiled values are the condition's, in PynamoDB's numbering: the numbers that load as the second."""
     epoch = _epoch_in_days(3)
     expires = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=fraction)
     guard = Guard(_planner(Session), Stored(exists=True, values={"email": "a@x.io", "expires": expires}))
@@ -84,7 +85,8 @@ def test_guard__expiry_without_text__within_its_second(fraction: int) -> None:
     sent = guard_condition(guard)
     assert sent["ConditionExpression"] == expression
     assert sent["ExpressionAttributeValues"] == values
-    assert sorted(v["N"] for v in values.values() if "N" in v) == [str(epoch), str(epoch + 1)]
+    # From half a microsecond below the second to half a microsecond below the next: what loads as it.
+    assert sorted(v["N"] for v in values.values() if "N" in v) == [f"{epoch - 1}.9999995", f"{epoch}.9999995"]
     assert " >= " in expression
     assert " < " in expression
 
@@ -207,10 +209,20 @@ def test_delete_of_an_unloaded_instance__fraction_stored__one_request(dynoxide_e
     assert locks(model) == {}
 
 
-def test_range_width_is_one_second() -> None:
-    """The upper bound is the next whole second, as TTLAttribute serializes it."""
+@pytest.mark.parametrize("epoch", [1_796_400_000, -5, 0])
+def test_second_bounds__what_pynamodb_loads_as_the_second(epoch: int) -> None:
+    """Each bound, and the numbers around it, load on the side of the bound that the check puts them."""
     attribute = Session.expires
-    value = datetime.fromtimestamp(_epoch_in_days(1), tz=UTC) + timedelta(microseconds=999_999)
-    upper = value + timedelta(seconds=1)
-    texts = [attribute.serialize(v) for v in (value, upper)]  # type: ignore[no-untyped-call] # unannotated.
-    assert int(texts[1]) == int(texts[0]) + 1
+    low, high = second_bounds({"N": str(epoch)})
+    below = Decimal(low["N"]) - Decimal("0.0000002")
+    inside = [Decimal(low["N"]), Decimal(low["N"]) + Decimal("0.0000002"), Decimal(high["N"]) - Decimal("0.0000002")]
+
+    def loads_as(number: Decimal) -> int:
+        loaded = attribute.deserialize(str(number))  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+        return int(attribute.serialize(loaded))  # type: ignore[no-untyped-call]
+
+    assert all(loads_as(n) == epoch for n in inside)
+    if epoch > 0:  # Far from zero a float cannot tell these apart from the bound.
+        return
+    assert loads_as(below) == epoch - 1
+    assert loads_as(Decimal(high["N"])) == epoch + 1

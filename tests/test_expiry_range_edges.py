@@ -1,7 +1,10 @@
-"""Review of aa2acd5: an expiry without a known stored text is checked within its second.
+"""Edge cases of an expiry compared within its whole second (``tests/test_expiry_range.py``), from a review.
 
-Failing tests (``test_*`` not ``test_probe_*``) show a bug of the change; ``test_probe_*`` pin
-behaviour checked and found right.
+The review of the commit that introduced the check (aa2acd5) found the failures each test's
+docstring describes, as they were then: an overflow at the last second a datetime holds, the
+rounding of a load to the microsecond, a fixed default, a subclass reading values its own way,
+and ``Stored.same_as`` disagreeing with the check. Each ``test_*`` failed before its fix;
+``test_probe_*`` pin behaviour checked and found right.
 """
 
 from __future__ import annotations
@@ -126,10 +129,10 @@ def _set_raw(model: type[Any], pk: str, name: str, value: dict[str, Any]) -> Non
     )
 
 
-# === bugs ======================================================================================
+# === fixed ======================================================================================
 
 
-def test_save_again__never_expiring_record__overflow(moto_backend: None) -> None:
+def test_save_again__never_expiring_record__saved(moto_backend: None) -> None:
     """A record saved with "never expires" (datetime.max, 9999-12-31 23:59:59) cannot be saved again.
 
     After the first save the instance's snapshot holds the expiry without a stored text, so the
@@ -150,7 +153,7 @@ def test_save_again__never_expiring_record__overflow(moto_backend: None) -> None
     assert actual_locks(model) == expected_locks(model)
 
 
-def test_delete_unloaded__never_expiring_record__overflow(moto_backend: None) -> None:
+def test_delete_unloaded__never_expiring_record__deleted(moto_backend: None) -> None:
     """A delete of an instance never loaded, with a "never" expiry, raises OverflowError.
 
     The guessed values are checked within their second; the upper bound ``datetime.max + 1 s``
@@ -164,7 +167,7 @@ def test_delete_unloaded__never_expiring_record__overflow(moto_backend: None) ->
 
 
 @pytest.mark.integration
-def test_backfill__never_expiring_record__not_fixed(dynoxide_endpoint: str) -> None:
+def test_backfill__never_expiring_record__fixed(dynoxide_endpoint: str) -> None:
     """Backfill of a record another writer stored with expiry 253402300799 (9999-12-31 23:59:59).
 
     The audited value is datetime.max's second; the range check adds a second to it and
@@ -180,7 +183,7 @@ def test_backfill__never_expiring_record__not_fixed(dynoxide_endpoint: str) -> N
 
 @pytest.mark.integration
 @pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
-def test_fix__fraction_that_loads_as_the_next_second__skipped(dynoxide_endpoint: str, run: str) -> None:
+def test_fix__fraction_that_loads_as_the_next_second__applied(dynoxide_endpoint: str, run: str) -> None:
     """An expiry stored as ``X.9999996`` loads as ``X + 1`` and fails "within the second of X + 1".
 
     TTLAttribute.deserialize goes through a float and ``datetime.fromtimestamp``, which rounds
@@ -205,7 +208,7 @@ def test_fix__fraction_that_loads_as_the_next_second__skipped(dynoxide_endpoint:
 
 
 @pytest.mark.integration
-def test_backfill__fixed_default_expiry_stored_with_a_fraction__skipped(dynoxide_endpoint: str) -> None:
+def test_backfill__fixed_default_expiry_stored_with_a_fraction__applied(dynoxide_endpoint: str) -> None:
     """A TTLAttribute with a fixed default: another writer's ``default + 0.5`` fails the check.
 
     The audited value loads as the default's second, so ``cas_state`` gives DEFAULT_STATE, which
@@ -222,7 +225,7 @@ def test_backfill__fixed_default_expiry_stored_with_a_fraction__skipped(dynoxide
 
 
 @pytest.mark.integration
-def test_delete_unloaded__fixed_default_expiry_with_fraction__two_transactions(dynoxide_endpoint: str) -> None:
+def test_delete_unloaded__fixed_default_expiry_with_fraction__one_transaction(dynoxide_endpoint: str) -> None:
     """The promise "a delete of an unloaded instance whose expiry another writer stored with a
     fraction takes one transaction" fails for an expiry equal to its fixed default: DEFAULT_STATE
     compares by equality, so the delete fails once and re-plans (two transactions).
@@ -237,7 +240,7 @@ def test_delete_unloaded__fixed_default_expiry_with_fraction__two_transactions(d
 
 
 @pytest.mark.integration
-def test_transact_write__caller_condition_failed__reported_as_stale(dynoxide_endpoint: str) -> None:
+def test_transact_write__caller_condition_failed__pynamodbs_error(dynoxide_endpoint: str) -> None:
     """The caller's own condition fails, yet TransactWrite raises StaleWrite "changed since it was read".
 
     The instance's snapshot (from its save) holds expiry X with no text; another writer
@@ -253,13 +256,13 @@ def test_transact_write__caller_condition_failed__reported_as_stale(dynoxide_end
     record.save()
     _set_raw(model, "ACCT#1", "ttl", {"N": f"{epoch}.5"})
     connection = model._get_connection().connection
-    with pytest.raises(TransactWriteError) as info, TransactWrite(connection=connection) as tx:  # noqa: PT012
+    with pytest.raises(TransactWriteError) as info, TransactWrite(connection=connection) as tx:
         tx.delete(record, condition=model.note == "something else")
     assert not isinstance(info.value, StaleWrite), str(info.value)
 
 
 @pytest.mark.integration
-def test_repair__expiry_loading_its_own_way_via_get_value__skipped(dynoxide_endpoint: str) -> None:
+def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endpoint: str) -> None:
     """A TTLAttribute subclass with its own ``get_value`` (it also reads a string) is still ranged.
 
     ``Planner.ranged`` only looks at ``serialize`` and ``deserialize``; this subclass loads
@@ -280,14 +283,24 @@ def test_repair__expiry_loading_its_own_way_via_get_value__skipped(dynoxide_endp
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("stored", ["-0.5", "-1", "0.25"], ids=["neg-fraction", "neg-whole", "pos-fraction"])
-def test_probe_backfill_negative_and_small_epochs(dynoxide_endpoint: str, stored: str) -> None:
-    """Negative epochs: the loaded second is the floor, and the range [floor, floor+1) holds the stored number."""
+@pytest.mark.parametrize(
+    ("saved", "respelled"), [(-1, "-0.5"), (-2, "-1.25"), (0, "0.25")], ids=["-0.5", "-1.25", "0.25"]
+)
+def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: int, respelled: str) -> None:
+    """Negative epochs: a load gives the floor second, and [floor, floor + 1) holds the stored number.
+
+    A delete of an unloaded instance guessing the floor second passes in one transaction.
+    """
     model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": stored}})
-    done = backfill(model)
-    # A past expiry: the audit treats the record as expired (gone), so no fix either way, or applied.
-    assert all(f.outcome == "applied" for f in done.fixes)
+    model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).save()
+    _set_raw(model, "ACCT#1", "ttl", {"N": respelled})
+    loaded = model.get("ACCT#1", "PROFILE")
+    assert loaded.expires == datetime.fromtimestamp(saved, tz=UTC)
+    with RequestCounter(model) as counter:
+        model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).delete()
+    assert counter.operations == ["TransactWriteItems"]
+    assert raw(model, record_key("ACCT#1")) is None
+    assert locks(model) == {}
 
 
 @pytest.mark.integration
@@ -387,7 +400,9 @@ def test_probe_bulk_save_then_save(moto_backend: None) -> None:
     """bulk_save and a later save of the same instances with an ordinary expiry."""
     model = _bind(SessionRR, Backend("moto", None))
     epoch = _epoch_in_days(3)
-    records = [model(pk=f"ACCT#{i}", email=f"a{i}@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)) for i in range(3)]
+    records = [
+        model(pk=f"ACCT#{i}", email=f"a{i}@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)) for i in range(3)
+    ]
     bulk_save(records)
     records[0].email = "z@x.io"
     records[0].save()
