@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
-from _expiry import client, locks, raw, record_key
+from _expiry import Session, client, locks, raw, record_key
 from _invariant import actual_locks, expected_locks
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.exceptions import TransactWriteError
@@ -43,20 +43,6 @@ NEVER_EPOCH = 253402300799
 #: A fixed default expiry (a far-future "until further notice").
 DEFAULT_EXPIRY = datetime(2100, 1, 1, tzinfo=UTC)
 DEFAULT_EPOCH = 4102444800
-
-
-class SessionRR(UniqueMixin, Model):
-    """An expiring record with a unique email (a plain TTLAttribute)."""
-
-    class Meta:
-        table_name = "review-range-sessions"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-    expires = TTLAttribute(null=True, attr_name="ttl")
 
 
 class DefaultedRR(UniqueMixin, Model):
@@ -142,7 +128,7 @@ def test_save_again__never_expiring_record__saved(moto_backend: None) -> None:
     update of an unloaded instance, ``TransactWrite`` with a known snapshot, and a repair or
     backfill of such a record.
     """
-    model = _bind(SessionRR, Backend("moto", None))
+    model = _bind(Session, Backend("moto", None))
     record = model(pk="ACCT#1", email="a@x.io", expires=NEVER)
     record.save()
     record.email = "b@x.io"
@@ -159,7 +145,7 @@ def test_delete_unloaded__never_expiring_record__deleted(moto_backend: None) -> 
     The guessed values are checked within their second; the upper bound ``datetime.max + 1 s``
     does not exist. The record and its lock stay; before the change the delete succeeded.
     """
-    model = _bind(SessionRR, Backend("moto", None))
+    model = _bind(Session, Backend("moto", None))
     model(pk="ACCT#1", email="a@x.io", expires=NEVER).save()
     model(pk="ACCT#1", email="a@x.io", expires=NEVER).delete()
     assert raw(model, record_key("ACCT#1")) is None
@@ -174,7 +160,7 @@ def test_backfill__never_expiring_record__fixed(dynoxide_endpoint: str) -> None:
     overflows, so the fix is not applied (or backfill raises). Before the change the record was
     read for its text and the lock created.
     """
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(NEVER_EPOCH)}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -194,7 +180,7 @@ def test_fix__fraction_that_loads_as_the_next_second__applied(dynoxide_endpoint:
     second passes" does not hold. Before, the stored text was read and compared as stored
     (applied).
     """
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = _epoch_in_days(2)
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
     if run == "backfill":
@@ -250,7 +236,7 @@ def test_transact_write__caller_condition_failed__pynamodbs_error(dynoxide_endpo
     StaleWrite instead of PynamoDB's TransactWriteError for its own condition. same_as is not
     consistent with the range semantics of the guard.
     """
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = _epoch_in_days(2)
     record = model(pk="ACCT#1", email="a@x.io", note="old", expires=datetime.fromtimestamp(epoch, tz=UTC))
     record.save()
@@ -291,7 +277,7 @@ def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: in
 
     A delete of an unloaded instance guessing the floor second passes in one transaction.
     """
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).save()
     _set_raw(model, "ACCT#1", "ttl", {"N": respelled})
     loaded = model.get("ACCT#1", "PROFILE")
@@ -306,7 +292,7 @@ def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: in
 @pytest.mark.integration
 def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
     """A far-future expiry short of the last second: range check applied."""
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -315,7 +301,7 @@ def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) ->
 @pytest.mark.integration
 def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
     """A NULL expiry loads as absent: the check is absent-or-NULL, applied."""
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -325,7 +311,7 @@ def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
 @pytest.mark.integration
 def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None:
     """Plain TTL: a record whose expiry another writer re-stored as a string after the audit is skipped."""
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = _epoch_in_days(2)
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
     report = audit(model)
@@ -338,7 +324,7 @@ def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -
 @pytest.mark.integration
 def test_probe_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> None:
     """A missing attribute fails ``>=``: a record whose expiry was removed after the audit is skipped."""
-    model = _bind(SessionRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = _epoch_in_days(2)
     _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
     report = audit(model)
@@ -370,7 +356,7 @@ def test_probe_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> No
 
 def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
     """The guard text cache: RANGE, ABSENT and VERBATIM shapes each give PynamoDB's own serialization."""
-    context = context_of(SessionRR)
+    context = context_of(Session)
     assert context is not None
     planner = context.planner
     epoch = _epoch_in_days(3)
@@ -398,7 +384,7 @@ def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
 
 def test_probe_bulk_save_then_save(moto_backend: None) -> None:
     """bulk_save and a later save of the same instances with an ordinary expiry."""
-    model = _bind(SessionRR, Backend("moto", None))
+    model = _bind(Session, Backend("moto", None))
     epoch = _epoch_in_days(3)
     records = [
         model(pk=f"ACCT#{i}", email=f"a{i}@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)) for i in range(3)
