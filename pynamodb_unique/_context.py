@@ -22,7 +22,7 @@ from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveA
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
-from ._plan import Planner, Stored, fixed_default
+from ._plan import Planner, Stored, fixed_default, second_bounds
 from ._pynamodb import blank_instance, connection
 from ._registry import generation, maintains_locks, stored_class
 from ._send import RETRY_ATTEMPTS
@@ -81,9 +81,9 @@ class ModelContext:
         self._verbatim = tuple(
             (name, attributes[name].attr_name) for name in planner.unique_names if _inexact(attributes[name])
         )
-        # Those whose text a check built from values read earlier must read first (an expiry is
-        # checked within its second instead: Planner.ranged).
-        self._read_texts = tuple((name, attr_name) for name, attr_name in self._verbatim if name not in planner.ranged)
+        # The expiry a check built from values a scan read compares within its second instead
+        # (Stored.ranged), when its bounds can be stated.
+        self._ranged = planner.ranged
         # Attributes that change a value as it is set (a TTLAttribute drops fractions of a
         # second): a stored value is read as a load sets it.
         self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
@@ -271,19 +271,25 @@ class ModelContext:
 
         A text is taken only where the stored value is still the one in ``values``, so a check
         built from them still fails for a record changed since. None, with no request, when the
-        model has no such attribute but an expiry (:attr:`Stored.verbatim`, :attr:`Planner.ranged`).
+        model has no such attribute, or only an expiry whose second the check can bound
+        (:attr:`Stored.verbatim`, :attr:`Stored.ranged`): build that check with ``ranged=True``.
         """
-        if not self._read_texts:
+        wanted = [(name, attr_name) for name, attr_name in self._verbatim if not self._bounded(name, values.get(name))]
+        if not wanted:
             return None
         item = self.read_item(owner)
         if not item:
             return None
         texts = {
             name: raw
-            for name, attr_name in self._read_texts
+            for name, attr_name in wanted
             if (raw := item.get(attr_name)) and NULL not in raw and self._still(name, raw, values.get(name))
         }
         return texts or None
+
+    def _bounded(self, name: str, value: Any) -> bool:
+        """Whether a check built from a scan's ``value`` compares attribute ``name`` without its text."""
+        return name in self._ranged and (value is None or second_bounds(value) is not None)
 
     def _still(self, name: str, raw: dict[str, Any], value: Any) -> bool:
         """Whether a stored text still holds ``value`` (False when it no longer reads as a value)."""

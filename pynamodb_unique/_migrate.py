@@ -220,7 +220,8 @@ class _Migrator:
             if record is None:
                 values = problem.audited.get(holder) or {}
                 # A text another writer spelled its own way (a JSONAttribute) is checked as stored.
-                scanned = Stored(exists=True, values=values, verbatim=context.stored_texts(holder, values))
+                texts = context.stored_texts(holder, values)
+                scanned = Stored(exists=True, values=values, verbatim=texts, ranged=True)
                 condition = guard_condition(Guard(context.planner, scanned))
                 check = {"TableName": context.table_name, "Key": context.key_of(holder), **condition}
                 record = by_holder[holder] = _Record(holder, check, [])

@@ -13,10 +13,14 @@ on the plan on that promise.
 
 from __future__ import annotations
 
+import calendar
+import functools
+import math
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from decimal import Decimal
+from datetime import UTC, datetime, timedelta
+from decimal import Context, Decimal
 from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
 
@@ -55,6 +59,9 @@ class Stored:
         verbatim: the stored form (DynamoDB JSON) of values read from an item whose text their
             Python value may not give back (a ``JSONAttribute`` written by another writer with
             other spacing): the compare-and-swap checks that text.
+        ranged: the values were read by a scan that kept no text (repair and migrate): an expiry
+            without a text is compared within its whole second (:attr:`Planner.ranged`), which
+            every number PynamoDB loads as that second passes, instead of read again for its text.
     """
 
     exists: bool
@@ -62,25 +69,21 @@ class Stored:
     source: Planner | None = field(default=None, compare=False)
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
     verbatim: Mapping[str, dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    ranged: bool = field(default=False, compare=False, repr=False)
 
     def same_as(self, other: Stored, planner: Planner) -> bool:
         """Whether both describe the same unique state (what the compare-and-swap checks).
 
         Values are compared as DynamoDB stores them: a ``MapAttribute`` or another object
-        compared by identity is the same when it serializes the same. An expiry whose stored
-        text one side lacks is compared within its whole second, as the check without the text
-        compares it (:attr:`Planner.ranged`).
+        compared by identity is the same when it serializes the same.
         """
         if self.exists != other.exists or self.source is not other.source:
             return False
         planner = self.source or planner
-        ranged = planner.ranged
         for name in planner.unique_names:
             mine, theirs = self.values.get(name), other.values.get(name)
             mine_text = self.verbatim.get(name) if self.verbatim else None
             theirs_text = other.verbatim.get(name) if other.verbatim else None
-            if name in ranged and (mine_text is None or theirs_text is None):
-                mine_text = theirs_text = None
             if mine_text is None and theirs_text is None and mine == theirs:
                 continue
             # As stored: a stored text is what the compare-and-swap checked, else the value serialized.
@@ -151,20 +154,22 @@ class Guard:
                 return (False, self.gone_ok, ()), []
             _, found = Guard(planner, planner.bare).compiled()
             return (False, self.gone_ok, ()), found
-        stored_values, defaults, verbatim, ranged = stored.values, planner.defaults, stored.verbatim, planner.ranged
+        stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
+        ranged = planner.ranged if stored.ranged else _NO_NAMES
         states = []
         found = []
         for name in planner.unique_names:
             value = stored_values.get(name)
-            state = cas_state(name, value, defaults, verbatim)
+            state = cas_state(name, value, defaults, verbatim, ranged)
             states.append(state)
-            if state in (ABSENT_STATE, DEFAULT_STATE):
+            if state in (ABSENT_STATE, DEFAULT_STATE, DEFAULT_RANGE_STATE):
                 found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
             if state == VERBATIM_STATE:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
+            elif state in (RANGE_STATE, DEFAULT_RANGE_STATE):
+                found += second_bounds(value)  # type: ignore[arg-type] # a value with bounds in these states.
             elif state != ABSENT_STATE:
-                serialized = planner.serialize(name, value)
-                found += second_bounds(serialized) if name in ranged else (serialized,)
+                found.append(planner.serialize(name, value))
         return (True, self.gone_ok, tuple(states)), [*found, *_kind_value(planner)]
 
 
@@ -317,33 +322,97 @@ EQUAL_STATE: Final = 1
 DEFAULT_STATE: Final = 2
 #: Equal to the stored text itself (:attr:`Stored.verbatim`).
 VERBATIM_STATE: Final = 3
-#: What PynamoDB's load rounds a stored expiry to: microseconds, half up at a whole second.
-_HALF_MICROSECOND: Final = Decimal("0.0000005")
+#: Within the whole second of the value, or also absent for the default (:attr:`Stored.ranged`).
+RANGE_STATE: Final = 4
+DEFAULT_RANGE_STATE: Final = 5
+_NO_NAMES: Final[frozenset[str]] = frozenset()
+#: The significant digits DynamoDB keeps of a number.
+_DIGITS: Final = 38
+#: Exact arithmetic on the decimal forms of doubles near an epoch (at most about 40 digits).
+_EXACT: Final = Context(prec=80)
 
 
-def second_bounds(serialized: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """The numbers a ``TTLAttribute`` loads as the whole second ``serialized`` (``{"N": "s"}``): ``[low, high)``.
+def _loaded_second(number: float) -> int:
+    """The whole second PynamoDB's ``TTLAttribute`` writes for a stored number it read as ``number``.
+
+    Its load goes through a float and ``datetime.fromtimestamp`` (rounded to the microsecond);
+    its serializer takes the whole second of that.
+    """
+    return calendar.timegm(datetime.fromtimestamp(number, tz=UTC).utctimetuple())
+
+
+def _first_number_of(second: int) -> Decimal | None:
+    """The least number, of at most 38 digits, that PynamoDB loads as ``second`` or later (None: none such).
+
+    The first double that loads as ``second`` is found next to ``second - 0.0000005`` (the
+    microsecond rounding, moved by the float's own rounding); a stored decimal reads as that
+    double when it lies above the midpoint between it and the double below (at the midpoint, the
+    double with the even last bit wins). Near zero the midpoint needs more digits than DynamoDB
+    keeps: None.
+    """
+    try:
+        first = float(second) - 0.0000005
+        while _loaded_second(first) >= second:
+            first = math.nextafter(first, -math.inf)
+        while _loaded_second(first) < second:
+            first = math.nextafter(first, math.inf)
+    except (OverflowError, ValueError, OSError):  # Past the datetimes Python holds.
+        return None
+    below = math.nextafter(first, -math.inf)
+    midpoint = _EXACT.divide(_EXACT.add(Decimal(below), Decimal(first)), 2)
+    if struct.unpack("<q", struct.pack("<d", first))[0] & 1:
+        # A decimal at the midpoint reads as the double below (its last bit is even): start just above.
+        midpoint = _EXACT.add(midpoint, Decimal(1).scaleb(midpoint.adjusted() - _DIGITS + 1))
+    if len(midpoint.normalize(_EXACT).as_tuple().digits) > _DIGITS:
+        return None
+    return midpoint.normalize(_EXACT)
+
+
+@functools.lru_cache(maxsize=1024)
+def _second_bounds(second: int) -> tuple[dict[str, str], dict[str, str]] | None:
+    low, high = _first_number_of(second), _first_number_of(second + 1)
+    if low is None or high is None:
+        return None
+    return {NUMBER: _plain(low)}, {NUMBER: _plain(high)}
+
+
+def _plain(number: Decimal) -> str:
+    """A number as DynamoDB reads it, without an exponent."""
+    return f"{number:f}"
+
+
+def second_bounds(expiry: datetime) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The numbers a ``TTLAttribute`` loads as the whole second of ``expiry``: ``[low, high)`` as condition values.
 
     PynamoDB reads a stored expiry as a float, rounds it to the microsecond and writes the whole
-    second below: the numbers from half a microsecond below ``s`` to half a microsecond below
-    ``s + 1``. The bounds are computed on the number, so the last second a datetime holds has one.
+    second of that, so the numbers that write a second again start about half a microsecond below
+    it, where the float's own rounding puts the limit. None when a bound cannot be stated in
+    DynamoDB's 38 digits (within about 24 days of 1970) or lies past the datetimes Python holds:
+    such an expiry is read for its text instead.
     """
-    second = Decimal(serialized[NUMBER])
-    return {NUMBER: str(second - _HALF_MICROSECOND)}, {NUMBER: str(second + 1 - _HALF_MICROSECOND)}
+    return _second_bounds(calendar.timegm(expiry.utctimetuple()))
 
 
-def cas_state(name: str, value: Any, defaults: Mapping[str, Any], verbatim: Mapping[str, Any] | None = None) -> int:
+def cas_state(
+    name: str,
+    value: Any,
+    defaults: Mapping[str, Any],
+    verbatim: Mapping[str, Any] | None = None,
+    ranged: frozenset[str] = _NO_NAMES,
+) -> int:
     """How the compare-and-swap checks attribute ``name`` stored as ``value`` (as loaded).
 
-    "Equal" is, for an expiry of :attr:`Planner.ranged`, "within the same whole second".
+    An expiry in ``ranged`` without a text is compared within its whole second, when its bounds
+    can be stated (:func:`second_bounds`).
     """
     if verbatim and name in verbatim:
         return VERBATIM_STATE
     if value is None:
         return ABSENT_STATE
+    within = name in ranged and second_bounds(value) is not None
     if name in defaults and defaults[name] == value:
-        return DEFAULT_STATE
-    return EQUAL_STATE
+        return DEFAULT_RANGE_STATE if within else DEFAULT_STATE
+    return RANGE_STATE if within else EQUAL_STATE
 
 
 def fixed_default(attribute: Attribute[Any]) -> Any:
@@ -365,7 +434,7 @@ def compare_and_swap(
     paths: Mapping[str, Path] | None = None,
     defaults: Mapping[str, Any] | None = None,
     verbatim: Mapping[str, dict[str, Any]] | None = None,
-    ranged: frozenset[str] = frozenset(),
+    ranged: frozenset[str] = _NO_NAMES,
 ) -> Condition | None:
     """Condition: the record's unique attributes still hold ``stored``, as PynamoDB loads them.
 
@@ -377,14 +446,14 @@ def compare_and_swap(
         defaults: the attributes' fixed defaults: an item without the attribute loads as holding
             it, so a value equal to its default is also held by an item without the attribute.
         verbatim: stored forms to compare as they are (:attr:`Stored.verbatim`).
-        ranged: expiries compared within their whole second, where no stored form is known
-            (:attr:`Planner.ranged`).
+        ranged: expiries compared within their whole second where no stored form is known
+            (:attr:`Stored.ranged`).
     """
     condition: Condition | None = None
     for name in names:
         path = paths[name] if paths is not None else Path(attributes[name])
         value = stored.get(name)
-        state = cas_state(name, value, defaults or {}, verbatim)
+        state = cas_state(name, value, defaults or {}, verbatim, ranged)
         part: Condition
         if state == VERBATIM_STATE:
             part = path == Value(verbatim[name])  # type: ignore[index] # set in that state.
@@ -392,12 +461,13 @@ def compare_and_swap(
             part = path.does_not_exist() | path.is_type(NULL)
         else:
             equal: Condition
-            if name in ranged:
-                low, high = second_bounds({NUMBER: attributes[name].serialize(value)})
+            if state in (RANGE_STATE, DEFAULT_RANGE_STATE):
+                low, high = second_bounds(value)  # type: ignore[arg-type,misc] # a value with bounds in these states.
                 equal = (path >= Value(low)) & (path < Value(high))
             else:
                 equal = path == value
-            part = path.does_not_exist() | path.is_type(NULL) | equal if state == DEFAULT_STATE else equal
+            absent = state in (DEFAULT_STATE, DEFAULT_RANGE_STATE)
+            part = path.does_not_exist() | path.is_type(NULL) | equal if absent else equal
         condition = part if condition is None else condition & part
     return condition
 
@@ -635,7 +705,13 @@ class Planner:
     def cas(self, stored: Stored) -> Condition | None:
         """The record still holds ``stored``: its unique values and, when polymorphic, its class."""
         cas = compare_and_swap(
-            self.attributes, self.unique_names, stored.values, self.paths, self.defaults, stored.verbatim, self.ranged
+            self.attributes,
+            self.unique_names,
+            stored.values,
+            self.paths,
+            self.defaults,
+            stored.verbatim,
+            self.ranged if stored.ranged else _NO_NAMES,
         )
         if self.discriminator is None:
             return cas

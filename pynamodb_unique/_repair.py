@@ -181,7 +181,7 @@ class Fixer:
             # The record's unique values and, for a polymorphic model, its class; a text another
             # writer spelled its own way (a JSONAttribute) is checked as stored.
             condition = planner.cas(
-                Stored(exists=True, values=audited, verbatim=self._stored_texts(model, key, audited))
+                Stored(exists=True, values=audited, verbatim=self._stored_texts(model, key, audited), ranged=True)
             )
         range_key = key[1] if len(key) > 1 else None
         check: dict[str, Any] = connection(model).get_operation_kwargs(key[0], range_key, key=KEY, condition=condition)

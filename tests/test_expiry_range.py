@@ -1,17 +1,18 @@
-"""An expiry whose stored text is not known is checked within its second, without reading the record.
+"""Repair, backfill and migrate compare a scanned expiry within its whole second, without reading the record.
 
-Repair, backfill and migrate build a record's compare-and-swap from values an audit read. A
-``TTLAttribute`` may be stored with a fraction of a second by another writer, which PynamoDB loads
-as it is and writes in whole seconds; an equality on the whole seconds would fail for it. Before,
-each fix therefore read the record (a GetItem) for its stored text; now the check is "within the
-second of the value" (``>= v AND < v + 1``), which every number writing the same expiry passes.
+They build a record's compare-and-swap from values an audit's scan read. A ``TTLAttribute`` may
+be stored with a fraction of a second by another writer, which PynamoDB loads (through a float,
+to the microsecond) and writes in whole seconds; an equality on the whole seconds would fail for
+it. Before, each fix therefore read the record (a GetItem) for its stored text; now the check
+accepts exactly the numbers PynamoDB loads as that second (``Stored.ranged``, ``second_bounds``).
+Other writes keep their checks: an instance's own expiry is compared as stored, or by equality.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pytest
@@ -72,11 +73,12 @@ def test_planner_ranged__plain_ttl_only() -> None:
 
 
 @pytest.mark.parametrize("fraction", [0, 500_000], ids=["whole", "fraction"])
-def test_guard__expiry_without_text__within_its_second(fraction: int) -> None:
+def test_guard__scanned_expiry__within_its_second(fraction: int) -> None:
     """The compiled values are the condition's, in PynamoDB's numbering: the numbers that load as the second."""
     epoch = _epoch_in_days(3)
     expires = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=fraction)
-    guard = Guard(_planner(Session), Stored(exists=True, values={"email": "a@x.io", "expires": expires}))
+    stored = Stored(exists=True, values={"email": "a@x.io", "expires": expires}, ranged=True)
+    guard = Guard(_planner(Session), stored)
     condition = guard.condition()
     assert condition is not None
     names: dict[str, str] = {}
@@ -85,10 +87,20 @@ def test_guard__expiry_without_text__within_its_second(fraction: int) -> None:
     sent = guard_condition(guard)
     assert sent["ConditionExpression"] == expression
     assert sent["ExpressionAttributeValues"] == values
-    # From half a microsecond below the second to half a microsecond below the next: what loads as it.
-    assert sorted(v["N"] for v in values.values() if "N" in v) == [f"{epoch - 1}.9999995", f"{epoch}.9999995"]
+    bounds = second_bounds(expires)
+    assert bounds is not None
+    assert [v for v in values.values() if "N" in v] == list(bounds)
     assert " >= " in expression
     assert " < " in expression
+
+
+def test_guard__instance_expiry__by_equality() -> None:
+    """Values an instance holds (not a scan's) keep the equality: its save wrote them in whole seconds."""
+    epoch = _epoch_in_days(3)
+    stored = Stored(exists=True, values={"email": "a@x.io", "expires": datetime.fromtimestamp(epoch, tz=UTC)})
+    sent = guard_condition(Guard(_planner(Session), stored))
+    assert {"N": str(epoch)} in sent["ExpressionAttributeValues"].values()
+    assert " >= " not in sent["ConditionExpression"]
 
 
 def test_guard__expiry_with_text__compared_as_stored() -> None:
@@ -96,7 +108,9 @@ def test_guard__expiry_with_text__compared_as_stored() -> None:
     epoch = _epoch_in_days(3)
     expires = datetime.fromtimestamp(epoch, tz=UTC)
     text = {"N": f"{epoch}.25"}
-    stored = Stored(exists=True, values={"email": "a@x.io", "expires": expires}, verbatim={"expires": text})
+    stored = Stored(
+        exists=True, values={"email": "a@x.io", "expires": expires}, verbatim={"expires": text}, ranged=True
+    )
     sent = guard_condition(Guard(_planner(Session), stored))
     assert text in sent["ExpressionAttributeValues"].values()
     assert " >= " not in sent["ConditionExpression"]
@@ -183,46 +197,41 @@ def test_repair__expiry_moved_after_the_audit(dynoxide_endpoint: str, moved_to: 
     assert stored["ttl"] == {"N": moved_to(epoch)}
 
 
-@pytest.mark.integration
-def test_delete_of_an_unloaded_instance__fraction_stored__one_request(dynoxide_endpoint: str) -> None:
-    """A delete of an instance never loaded guesses its own values: an expiry within the same second passes.
+@pytest.mark.parametrize("epoch", [1_796_400_000, 2_200_000_000, 4_102_444_800, 253_402_300_798])
+def test_second_bounds__exactly_what_pynamodb_loads_as_the_second(epoch: int) -> None:
+    """Each bound loads as its second; the number of 38 digits just below it, as the second before.
 
-    Before, the guess was checked by equality on the whole seconds, which another writer's
-    fraction failed: the delete re-planned from the stored item (a second transaction).
+    PynamoDB loads through a float, whose spacing grows with the epoch (2**-22 s today, 2**-21 s
+    after 2038, about 3e-5 s near year 9999): the limit is where the float's rounding puts it.
     """
-    model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", "a@x.io", str(epoch))
-    backfill(model)
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=record_key("ACCT#1"),
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": "ttl"},
-        ExpressionAttributeValues={":e": {"N": f"{epoch}.5"}},
-    )
-    guess = model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC))
-    with RequestCounter(model) as counter:
-        guess.delete()
-    assert counter.operations == ["TransactWriteItems"]
-    assert raw(model, record_key("ACCT#1")) is None
-    assert locks(model) == {}
-
-
-@pytest.mark.parametrize("epoch", [1_796_400_000, -5, 0])
-def test_second_bounds__what_pynamodb_loads_as_the_second(epoch: int) -> None:
-    """Each bound, and the numbers around it, load on the side of the bound that the check puts them."""
     attribute = Session.expires
-    low, high = second_bounds({"N": str(epoch)})
-    below = Decimal(low["N"]) - Decimal("0.0000002")
-    inside = [Decimal(low["N"]), Decimal(low["N"]) + Decimal("0.0000002"), Decimal(high["N"]) - Decimal("0.0000002")]
+    bounds = second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
+    assert bounds is not None
 
     def loads_as(number: Decimal) -> int:
-        loaded = attribute.deserialize(str(number))  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+        loaded = attribute.deserialize(f"{number:f}")  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
         return int(attribute.serialize(loaded))  # type: ignore[no-untyped-call]
 
-    assert all(loads_as(n) == epoch for n in inside)
-    if epoch > 0:  # Far from zero a float cannot tell these apart from the bound.
-        return
-    assert loads_as(below) == epoch - 1
-    assert loads_as(Decimal(high["N"])) == epoch + 1
+    for bound, second in zip(bounds, (epoch, epoch + 1), strict=True):
+        number = Decimal(bound["N"])
+        assert len(number.as_tuple().digits) <= 38
+        just_below = Context(prec=80).subtract(number, Decimal(1).scaleb(number.adjusted() - 37))
+        assert loads_as(number) == second
+        assert loads_as(just_below) == second - 1
+
+
+@pytest.mark.parametrize("epoch", [0, -5, 100, 253_402_300_799])
+def test_second_bounds__none_where_they_cannot_be_stated(epoch: int) -> None:
+    """Near 1970 a bound needs more than DynamoDB's 38 digits; past the last second Python holds none."""
+    assert second_bounds(datetime.fromtimestamp(epoch, tz=UTC)) is None
+
+
+@pytest.mark.integration
+def test_backfill__last_second__reads_its_text(dynoxide_endpoint: str) -> None:
+    """An expiry without bounds is read for its text, as before: the lock is created."""
+    model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
+    _put_raw(model, "ACCT#1", "a@x.io", "253402300799")
+    with RequestCounter(model) as counter:
+        done = backfill(model)
+    assert [f.outcome for f in done.fixes] == ["applied"]
+    assert counter.count("GetItem") == 1, counter.operations
