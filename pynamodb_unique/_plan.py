@@ -19,7 +19,7 @@ import math
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Context, Decimal
 from functools import cached_property
 from typing import Any, ClassVar, Final, Literal
@@ -332,15 +332,20 @@ _DIGITS: Final = 38
 _EXACT: Final = Context(prec=80)
 
 
+#: PynamoDB's own expiry attribute, whose load and write :func:`second_bounds` follows.
+_TTL: Final = TTLAttribute()
+
+
 def _loaded_second(number: float) -> int:
-    """The whole second PynamoDB's ``TTLAttribute`` writes for a stored number it read as ``number``.
+    """The whole second PynamoDB's ``TTLAttribute`` writes again for a stored number it reads as ``number``.
 
-    Its load goes through a float and ``datetime.fromtimestamp`` (rounded to the microsecond);
-    its serializer takes the whole second of that.
+    Its load (6.1: through a float and ``datetime.fromtimestamp``, to the microsecond) and its
+    write (the whole second), asked of PynamoDB itself; ``repr`` gives the float back exactly.
     """
-    return calendar.timegm(datetime.fromtimestamp(number, tz=UTC).utctimetuple())
+    return int(_TTL.serialize(_TTL.deserialize(repr(number))))  # type: ignore[no-untyped-call] # unannotated.
 
 
+@functools.lru_cache(maxsize=2048)
 def _first_number_of(second: int) -> Decimal | None:
     """The least number, of at most 38 digits, that PynamoDB loads as ``second`` or later (None: none such).
 
@@ -368,7 +373,6 @@ def _first_number_of(second: int) -> Decimal | None:
     return midpoint.normalize(_EXACT)
 
 
-@functools.lru_cache(maxsize=1024)
 def _second_bounds(second: int) -> tuple[dict[str, str], dict[str, str]] | None:
     low, high = _first_number_of(second), _first_number_of(second + 1)
     if low is None or high is None:
