@@ -22,9 +22,10 @@ from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveA
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
-from ._plan import Planner, Stored, fixed_default, second_bounds
+from ._plan import Planner, Stored, fixed_default
 from ._pynamodb import blank_instance, connection
 from ._registry import generation, maintains_locks, stored_class
+from ._seconds import second_bounds
 from ._send import RETRY_ATTEMPTS
 from .exceptions import InvalidUniqueValue
 

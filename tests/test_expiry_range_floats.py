@@ -23,8 +23,9 @@ from pynamodb.models import Model
 
 from pynamodb_unique import StaleWrite, TransactWrite, UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
 from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Guard, Stored, second_bounds
+from pynamodb_unique._plan import Guard, Stored
 from pynamodb_unique._requests import guard_condition
+from pynamodb_unique._seconds import second_bounds
 
 #: A fixed default expiry.
 DEFAULT_EXPIRY = datetime(2100, 1, 1, tzinfo=UTC)
