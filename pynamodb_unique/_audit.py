@@ -304,6 +304,19 @@ def lock_state(locks: LockTable, item: Mapping[str, Any]) -> str:
     return "" if expiry is None else str(expiry)
 
 
+def record_expired(model: type[Any], item: Mapping[str, Any] | None, now: float) -> bool:
+    """Whether a stored record's ``TTLAttribute`` (its class ``model``'s) is before ``now``.
+
+    Such a record is gone, as the audit judges it, whatever TTL's lag in deleting it.
+    """
+    return _expired(item, ttl_attribute(model), now)
+
+
+def _expired(item: Mapping[str, Any] | None, name: str | None, now: float) -> bool:
+    expiry = lock_expiry(item, name) if name is not None else None
+    return expiry is not None and expiry < now
+
+
 def record_state(model: type[UniqueMixin], values: tuple[Any, ...]) -> str:
     """The state a record's locks should have (:func:`lock_state`): its expiry, or ``""``.
 
@@ -616,12 +629,10 @@ class _Collector:
                         self.more_holders.setdefault(lock_key, []).append(key)
 
     def _expired_record(self, model: type[UniqueMixin], item: Mapping[str, Any]) -> bool:
-        """Whether a record's ``TTLAttribute`` has passed: it is gone, whatever TTL's lag."""
+        """:func:`record_expired`, the attribute's name looked up once per model."""
         if model not in self._ttl_names:
             self._ttl_names[model] = ttl_attribute(model)
-        name = self._ttl_names[model]
-        expiry = lock_expiry(item, name) if name is not None else None
-        return expiry is not None and expiry < self.now
+        return _expired(item, self._ttl_names[model], self.now)
 
     def add_page(self, items: Page, *, table: TableId | None, locks: bool) -> None:
         """Sort one page of a records ``table`` and/or of the lock table (``locks``) and take it in."""

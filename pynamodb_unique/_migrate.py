@@ -15,6 +15,7 @@ as with the audit's duplicates.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,12 +32,14 @@ from ._audit import (
     RecordKey,
     audit,
     jsonable,
+    record_expired,
     show_key,
 )
 from ._context import context_of
 from ._locks import lock_owner
 from ._plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from ._pynamodb import connection
+from ._registry import stored_class
 from ._repair import Fix, Fixer
 from ._requests import guard_condition
 from ._send import retrying
@@ -190,14 +193,18 @@ class _Migrator:
 
         A scan is not a snapshot: a record written during it may be missed while its lock is seen.
         One strongly consistent GetItem of the owner tells such a record (a conflict) from a lock
-        whose owner is gone or holds another value (left for repair).
+        whose owner is gone, expired (as the audit judges it) or holds another value (left for
+        repair).
         """
         owner = problem.owner
         model = self.fixer.model_of(problem, owner) if owner is not None else self.model
         context = context_of(model)
         if owner is None or context is None or len(owner) != (2 if context.range_name else 1):
             return False
-        stored = context.stored_from_item(context.read_item(owner))
+        item = context.read_item(owner)
+        if item is None or record_expired(stored_class(model, item), item, time.time()):
+            return False
+        stored = context.stored_from_item(item)
         planner = stored.source or context.planner
         return stored.exists and problem.lock_key in planner.locks(stored.values)
 

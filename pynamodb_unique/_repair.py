@@ -39,7 +39,7 @@ from ._context import context_of
 from ._locks import ABSENT
 from ._plan import SENT_ORDER, SentGroup, Stored
 from ._pynamodb import connection
-from ._registry import planner_of
+from ._registry import family, planner_of
 from ._send import retrying
 
 if TYPE_CHECKING:
@@ -173,10 +173,15 @@ class Fixer:
         condition: Condition | None
         if audited is None or planner is None:
             condition = Path(connection(model).get_meta_table().hash_keyname).does_not_exist()
-            if planner is not None and planner.ttl is not None:
-                # An expired record is gone, as the audit judged it, though TTL has not deleted it yet.
-                expiry = Path(planner.attributes[planner.ttl])
-                condition = condition | (expiry < datetime.fromtimestamp(int(time.time()), tz=UTC))
+            # An expired record is gone, as the audit judged it, though TTL has not deleted it yet:
+            # by the expiry of its own class, which may be any of a polymorphic family's.
+            now = datetime.fromtimestamp(int(time.time()), tz=UTC)
+            for member in family(model):
+                member_planner = planner_of(member)
+                if member_planner is not None and member_planner.ttl is not None:
+                    expired = Path(member_planner.attributes[member_planner.ttl]) < now
+                    kind = member_planner.class_check()
+                    condition = condition | (expired if kind is None else kind & expired)
         else:
             # The record's unique values and, for a polymorphic model, its class; a text another
             # writer spelled its own way (a JSONAttribute) is checked as stored.

@@ -85,7 +85,7 @@ def second_bounds(expiry: datetime) -> tuple[dict[str, str], dict[str, str]] | N
     PynamoDB reads a stored expiry as a float, rounds it to the microsecond and writes the whole
     second of that, so the numbers that write a second again start about half a microsecond below
     it, where the float's own rounding puts the limit. None when a bound cannot be stated in
-    DynamoDB's 38 digits (within about 24 days of 1970) or lies past the datetimes Python holds:
+    DynamoDB's 38 digits (within about 48 days of 1970) or lies past the datetimes Python holds:
     such an expiry is read for its text instead.
     """
     return _second_bounds(calendar.timegm(expiry.utctimetuple()))
