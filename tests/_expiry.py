@@ -14,7 +14,7 @@ from _invariant import locks_and_records
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_unique import UniqueAttribute, UniqueMixin
+from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
 
 #: The release hold of :class:`Member`'s email.
 HOLD = timedelta(days=30)
@@ -32,6 +32,25 @@ class Session(UniqueMixin, Model):
     email = UniqueAttribute(UnicodeAttribute(null=True))
     note = UnicodeAttribute(null=True)
     expires = TTLAttribute(null=True, attr_name="ttl")
+
+
+#: A fixed default expiry (a far-future "until further notice") and its epoch.
+DEFAULT_EXPIRY = datetime(2100, 1, 1, tzinfo=UTC)
+DEFAULT_EPOCH = 4102444800
+
+
+class DefaultedSession(UniqueMixin, Model):
+    """An expiring record whose plain TTLAttribute has a fixed default."""
+
+    class Meta:
+        table_name = "expiry-defaulted-sessions"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+    email = UniqueAttribute(UnicodeAttribute(null=True))
+    note = UnicodeAttribute(null=True)
+    expires = TTLAttribute(default=DEFAULT_EXPIRY, attr_name="ttl")
 
 
 class Member(UniqueMixin, Model):
@@ -83,6 +102,44 @@ def raw(model: type[Any], key: dict[str, Any]) -> dict[str, Any] | None:
     found = client(model).get_item(TableName=model.Meta.table_name, Key=key, ConsistentRead=True)
     item: dict[str, Any] | None = found.get("Item")
     return item
+
+
+def epoch_in_days(days: int) -> int:
+    """A whole second ``days`` from now, in epoch seconds."""
+    return int(time.time()) + days * 86400
+
+
+def put_record(model: type[Any], pk: str, attributes: dict[str, Any]) -> None:
+    """A record another writer stores (raw attributes beside its ``PK``/``SK`` key), without its locks."""
+    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key(pk), **attributes})
+
+
+def set_attribute(model: type[Any], key: dict[str, Any], name: str, value: dict[str, Any] | None) -> None:
+    """Store one attribute of an item behind the library's back (None: remove it)."""
+    if value is None:
+        client(model).update_item(
+            TableName=model.Meta.table_name,
+            Key=key,
+            UpdateExpression="REMOVE #e",
+            ExpressionAttributeNames={"#e": name},
+        )
+        return
+    client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key=key,
+        UpdateExpression="SET #e = :e",
+        ExpressionAttributeNames={"#e": name},
+        ExpressionAttributeValues={":e": value},
+    )
+
+
+def fix_outcomes(model: type[Any], run: str) -> list[str]:
+    """The outcome of each fix ``run`` makes: ``backfill``, ``repair`` (of a fresh audit, applied) or ``migrate``."""
+    if run == "backfill":
+        return [f.outcome for f in backfill(model).fixes]
+    if run == "repair":
+        return [f.outcome for f in repair(model, audit(model), apply=True).fixes]
+    return [f.outcome for f in migrate(model, apply=True).fixes]
 
 
 def in_days(days: int) -> datetime:

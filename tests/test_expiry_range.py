@@ -10,18 +10,17 @@ Other writes keep their checks: an instance's own expiry is compared as stored, 
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
-from _expiry import Session, client, locks, raw, record_key
+from _expiry import Session, client, epoch_in_days, fix_outcomes, locks, put_record, raw, record_key
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
+from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, repair
 from pynamodb_unique._context import context_of
 from pynamodb_unique._plan import Guard, Planner, Stored
 from pynamodb_unique._requests import guard_condition
@@ -55,14 +54,9 @@ def _planner(model: type[Any]) -> Planner:
     return context.planner
 
 
-def _epoch_in_days(days: int) -> int:
-    return int(time.time()) + days * 86400
-
-
 def _put_raw(model: type[Any], pk: str, email: str, expiry: str) -> None:
     """A record written by another writer: its expiry spelled ``expiry``, no lock."""
-    item = {**record_key(pk), "email": {"S": email}, "ttl": {"N": expiry}}
-    client(model).put_item(TableName=model.Meta.table_name, Item=item)
+    put_record(model, pk, {"email": {"S": email}, "ttl": {"N": expiry}})
 
 
 # --- the check itself -----------------------------------------------------------------------
@@ -76,7 +70,7 @@ def test_planner_ranged__plain_ttl_only() -> None:
 @pytest.mark.parametrize("fraction", [0, 500_000], ids=["whole", "fraction"])
 def test_guard__scanned_expiry__within_its_second(fraction: int) -> None:
     """The compiled values are the condition's, in PynamoDB's numbering: the numbers that load as the second."""
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     expires = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=fraction)
     stored = Stored(exists=True, values={"email": "a@x.io", "expires": expires}, ranged=True)
     guard = Guard(_planner(Session), stored)
@@ -97,7 +91,7 @@ def test_guard__scanned_expiry__within_its_second(fraction: int) -> None:
 
 def test_guard__instance_expiry__by_equality() -> None:
     """Values an instance holds (not a scan's) keep the equality: its save wrote them in whole seconds."""
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     stored = Stored(exists=True, values={"email": "a@x.io", "expires": datetime.fromtimestamp(epoch, tz=UTC)})
     sent = guard_condition(Guard(_planner(Session), stored))
     assert {"N": str(epoch)} in sent["ExpressionAttributeValues"].values()
@@ -106,7 +100,7 @@ def test_guard__instance_expiry__by_equality() -> None:
 
 def test_guard__expiry_with_text__compared_as_stored() -> None:
     """A text known from a load is still compared as stored (equality on the text)."""
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     expires = datetime.fromtimestamp(epoch, tz=UTC)
     text = {"N": f"{epoch}.25"}
     stored = Stored(
@@ -125,14 +119,9 @@ def test_fixes_of_an_expiring_model__read_no_record(moto_backend: None, run: str
     """Before: one GetItem per fixed record of a model with a TTLAttribute (its stored text)."""
     model = bind_model(Session, Backend("moto", None))
     for i in range(3):
-        _put_raw(model, f"ACCT#{i}", f"a{i}@x.io", str(_epoch_in_days(1 + i)))
+        _put_raw(model, f"ACCT#{i}", f"a{i}@x.io", str(epoch_in_days(1 + i)))
     with RequestCounter(model) as counter:
-        if run == "backfill":
-            outcomes = [f.outcome for f in backfill(model).fixes]
-        elif run == "repair":
-            outcomes = [f.outcome for f in repair(model, audit(model), apply=True).fixes]
-        else:
-            outcomes = [f.outcome for f in migrate(model, apply=True).fixes]
+        outcomes = fix_outcomes(model, run)
     assert outcomes == ["applied"] * 3
     assert counter.count("GetItem") == 0, counter.operations
     assert sorted(locks(model)) == [f"UNIQ#EMAIL#a{i}@x.io" for i in range(3)]
@@ -141,7 +130,7 @@ def test_fixes_of_an_expiring_model__read_no_record(moto_backend: None, run: str
 def test_fixes_of_an_expiry_loading_its_own_way__read_the_record(moto_backend: None) -> None:
     """A subclass that loads its own way keeps the read of its stored text."""
     model = bind_model(Pass, Backend("moto", None))
-    item = {**record_key("ACCT#1"), "code": {"S": "c1"}, "ttl": {"N": str(_epoch_in_days(1))}}
+    item = {**record_key("ACCT#1"), "code": {"S": "c1"}, "ttl": {"N": str(epoch_in_days(1))}}
     client(model).put_item(TableName=model.Meta.table_name, Item=item)
     with RequestCounter(model) as counter:
         outcomes = [f.outcome for f in backfill(model).fixes]
@@ -156,7 +145,7 @@ def test_fixes_of_an_expiry_loading_its_own_way__read_the_record(moto_backend: N
 def test_backfill__another_writers_fraction__applied(dynoxide_endpoint: str) -> None:
     """An expiry stored with a fraction passes the check of its whole seconds: the lock is created."""
     model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     _put_raw(model, "ACCT#1", "a@x.io", f"{epoch}.75")
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -177,7 +166,7 @@ def test_backfill__another_writers_fraction__applied(dynoxide_endpoint: str) -> 
 def test_repair__expiry_moved_after_the_audit(dynoxide_endpoint: str, moved_to: Any, outcome: str) -> None:
     """The check fails only for another second: a record changed since the audit gets no lock."""
     model = bind_model(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     _put_raw(model, "ACCT#1", "a@x.io", str(epoch))
     report = audit(model)
     assert len(report.problems) == 1

@@ -9,13 +9,24 @@ and ``Stored.same_as`` disagreeing with the check. Each ``test_*`` failed before
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from _backends import Backend, bind_model, unique_table_name
-from _expiry import Session, client, locks, raw, record_key
+from _expiry import (
+    DEFAULT_EPOCH,
+    DefaultedSession,
+    Session,
+    client,
+    epoch_in_days,
+    fix_outcomes,
+    locks,
+    put_record,
+    raw,
+    record_key,
+    set_attribute,
+)
 from _invariant import actual_locks, expected_locks
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -28,7 +39,6 @@ from pynamodb_unique import (
     audit,
     backfill,
     bulk_save,
-    migrate,
     repair,
 )
 from pynamodb_unique._context import context_of
@@ -38,23 +48,6 @@ from pynamodb_unique._requests import guard_condition
 #: "Never expires": what TTLAttribute makes of datetime.max (9999-12-31 23:59:59 UTC).
 NEVER = datetime.max.replace(tzinfo=UTC)
 NEVER_EPOCH = 253402300799
-
-#: A fixed default expiry (a far-future "until further notice").
-DEFAULT_EXPIRY = datetime(2100, 1, 1, tzinfo=UTC)
-DEFAULT_EPOCH = 4102444800
-
-
-class DefaultedRR(UniqueMixin, Model):
-    """An expiring record whose plain TTLAttribute has a fixed default."""
-
-    class Meta:
-        table_name = "review-range-defaulted"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    expires = TTLAttribute(default=DEFAULT_EXPIRY, attr_name="ttl")
 
 
 class LenientTTL(TTLAttribute):
@@ -93,25 +86,6 @@ class ExpiryKeyRR(UniqueMixin, Model):
 
 def _bind(model: type[Any], backend: Backend) -> Any:
     return bind_model(model, backend, unique_table_name("review-range-" + model.__name__.lower()))
-
-
-def _epoch_in_days(days: int) -> int:
-    return int(time.time()) + days * 86400
-
-
-def _put_raw(model: type[Any], pk: str, attrs: dict[str, Any]) -> None:
-    """A record written by another writer (no lock)."""
-    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key(pk), **attrs})
-
-
-def _set_raw(model: type[Any], pk: str, name: str, value: dict[str, Any]) -> None:
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=record_key(pk),
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": name},
-        ExpressionAttributeValues={":e": value},
-    )
 
 
 # === fixed ======================================================================================
@@ -160,7 +134,7 @@ def test_backfill__never_expiring_record__fixed(dynoxide_endpoint: str) -> None:
     read for its text and the lock created.
     """
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(NEVER_EPOCH)}})
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(NEVER_EPOCH)}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
@@ -180,14 +154,9 @@ def test_fix__fraction_that_loads_as_the_next_second__applied(dynoxide_endpoint:
     (applied).
     """
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
-    if run == "backfill":
-        outcomes = [f.outcome for f in backfill(model).fixes]
-    elif run == "repair":
-        outcomes = [f.outcome for f in repair(model, audit(model), apply=True).fixes]
-    else:
-        outcomes = [f.outcome for f in migrate(model, apply=True).fixes]
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
+    outcomes = fix_outcomes(model, run)
     assert outcomes == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
 
@@ -202,8 +171,8 @@ def test_backfill__fixed_default_expiry_stored_with_a_fraction__applied(dynoxide
     every run and the record never gets its lock. Before, the text was read (VERBATIM) and the
     lock created.
     """
-    model = _bind(DefaultedRR, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
+    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
@@ -216,9 +185,9 @@ def test_delete_unloaded__fixed_default_expiry_with_fraction__deleted(dynoxide_e
     The guessed expiry is compared by equality (only checks built from a scan compare within the
     second): the delete fails once, re-plans from the stored item, and deletes record and lock.
     """
-    model = _bind(DefaultedRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
     model(pk="ACCT#1", email="a@x.io").save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": f"{DEFAULT_EPOCH}.5"})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{DEFAULT_EPOCH}.5"})
     model(pk="ACCT#1", email="a@x.io").delete()
     assert raw(model, record_key("ACCT#1")) is None
     assert locks(model) == {}
@@ -233,10 +202,10 @@ def test_probe_transact_write__respelled_expiry__stale_write(dynoxide_endpoint: 
     re-plan, so the caller gets StaleWrite, and nothing is written.
     """
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     record = model(pk="ACCT#1", email="a@x.io", note="old", expires=datetime.fromtimestamp(epoch, tz=UTC))
     record.save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": f"{epoch}.5"})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{epoch}.5"})
     connection = model._get_connection().connection
     with pytest.raises(StaleWrite), TransactWrite(connection=connection) as tx:
         tx.delete(record, condition=model.note == "something else")
@@ -255,8 +224,8 @@ def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endp
     that serializes or loads its own way is not ranged".
     """
     model = _bind(LenientRR, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"S": str(epoch)}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"S": str(epoch)}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
@@ -273,7 +242,7 @@ def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: in
     """Negative epochs: a load gives the floor second; a delete of an unloaded instance guessing it deletes."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": respelled})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": respelled})
     loaded = model.get("ACCT#1", "PROFILE")
     assert loaded.expires == datetime.fromtimestamp(saved, tz=UTC)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).delete()
@@ -285,7 +254,7 @@ def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: in
 def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
     """A far-future expiry short of the last second: range check applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
 
@@ -294,7 +263,7 @@ def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) ->
 def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
     """A NULL expiry loads as absent: the check is absent-or-NULL, applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
@@ -304,10 +273,10 @@ def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
 def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None:
     """Plain TTL: a record whose expiry another writer re-stored as a string after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
     report = audit(model)
-    _set_raw(model, "ACCT#1", "ttl", {"S": str(epoch)})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"S": str(epoch)})
     done = repair(model, report, apply=True)
     assert [f.outcome for f in done.fixes] == ["skipped"]
     assert locks(model) == {}
@@ -317,8 +286,8 @@ def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -
 def test_probe_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> None:
     """A missing attribute fails ``>=``: a record whose expiry was removed after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
     report = audit(model)
     client(model).update_item(
         TableName=model.Meta.table_name,
@@ -334,8 +303,8 @@ def test_probe_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str)
 def test_probe_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
     """The expiry as a unique attribute: a fraction loads as the same second, same lock key; applied."""
     model = _bind(ExpiryKeyRR, Backend("dynoxide", dynoxide_endpoint))
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"ttl": {"N": f"{epoch}.5"}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"ttl": {"N": f"{epoch}.5"}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert actual_locks(model) == expected_locks(model)
@@ -349,7 +318,7 @@ def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
     context = context_of(Session)
     assert context is not None
     planner = context.planner
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     shapes = [
         Stored(exists=True, values={"email": "a@x.io", "expires": datetime.fromtimestamp(epoch, tz=UTC)}),
         Stored(exists=True, values={"email": "a@x.io", "expires": None}),
@@ -375,7 +344,7 @@ def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
 def test_probe_bulk_save_then_save(moto_backend: None) -> None:
     """bulk_save and a later save of the same instances with an ordinary expiry."""
     model = _bind(Session, Backend("moto", None))
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     records = [
         model(pk=f"ACCT#{i}", email=f"a{i}@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)) for i in range(3)
     ]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
-from _expiry import client, record_key
+from _expiry import DefaultedSession, client, epoch_in_days, fix_outcomes, put_record, record_key, set_attribute
 from _export import export_tables
 from _invariant import actual_locks, expected_locks, locks_and_records
 from pynamodb.attributes import DiscriminatorAttribute, JSONAttribute, TTLAttribute, UnicodeAttribute
@@ -42,34 +42,8 @@ from pynamodb_unique._requests import guard_condition
 from pynamodb_unique._seconds import second_bounds
 
 
-def _epoch_in_days(days: int) -> int:
-    return int(time.time()) + days * 86400
-
-
 def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
     return locks_and_records(model)[0]
-
-
-def _put_raw(model: type[Any], pk: str, attrs: dict[str, Any]) -> None:
-    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key(pk), **attrs})
-
-
-def _set_raw(model: type[Any], key: dict[str, Any], name: str, value: dict[str, Any] | None) -> None:
-    if value is None:
-        client(model).update_item(
-            TableName=model.Meta.table_name,
-            Key=key,
-            UpdateExpression="REMOVE #e",
-            ExpressionAttributeNames={"#e": name},
-        )
-        return
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=key,
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": name},
-        ExpressionAttributeValues={":e": value},
-    )
 
 
 def _lock_key(lock: str) -> dict[str, Any]:
@@ -174,9 +148,9 @@ def test_probe_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str)
     """Only Trial has the TTL: its record with ``X.5`` gets its lock, a Paid one too; no GetItem."""
     family = _family(dynoxide_endpoint)
     account = family["Account"]
-    epoch = _epoch_in_days(2)
-    _put_raw(account, "T#1", {"kind": {"S": "trial"}, "email": {"S": "t@x.io"}, "ttl": {"N": f"{epoch}.5"}})
-    _put_raw(account, "P#1", {"kind": {"S": "paid"}, "email": {"S": "p@x.io"}, "ttl": {"N": f"{epoch}.5"}})
+    epoch = epoch_in_days(2)
+    put_record(account, "T#1", {"kind": {"S": "trial"}, "email": {"S": "t@x.io"}, "ttl": {"N": f"{epoch}.5"}})
+    put_record(account, "P#1", {"kind": {"S": "paid"}, "email": {"S": "p@x.io"}, "ttl": {"N": f"{epoch}.5"}})
     with RequestCounter(account) as counter:
         done = backfill(account)
     assert sorted(f.outcome for f in done.fixes) == ["applied", "applied"]
@@ -189,13 +163,13 @@ def test_probe_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
     """Stale (lock expiry respelled) and foreign (Paid owner, Trial holder with a fraction) are fixed."""
     family = _family(dynoxide_endpoint)
     account, trial, paid = family["Account"], family["Trial"], family["Paid"]
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
-    _set_raw(account, record_key("T#1"), "ttl", {"N": f"{epoch}.25"})
-    _set_raw(account, _lock_key("UNIQ#EMAIL#t@x.io"), "ttl", {"N": str(epoch + 100)})
+    set_attribute(account, record_key("T#1"), "ttl", {"N": f"{epoch}.25"})
+    set_attribute(account, _lock_key("UNIQ#EMAIL#t@x.io"), "ttl", {"N": str(epoch + 100)})
     paid(pk="P#1", email="q@x.io").save()
     # Trial T#2 holds q2, whose lock names P#1 (which holds q@x.io).
-    _put_raw(account, "T#2", {"kind": {"S": "trial"}, "email": {"S": "q2@x.io"}, "ttl": {"N": f"{epoch}.75"}})
+    put_record(account, "T#2", {"kind": {"S": "trial"}, "email": {"S": "q2@x.io"}, "ttl": {"N": f"{epoch}.75"}})
     lock = dict(_locks(account)["UNIQ#EMAIL#q@x.io"])
     lock["PK"] = {"S": "UNIQ#EMAIL#q2@x.io"}
     client(account).put_item(TableName=account.Meta.table_name, Item=lock)
@@ -214,17 +188,12 @@ def test_probe_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
 def test_probe_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
     """Another writer's JSON spacing and expiry fraction: one GetItem (the JSON's text), the expiry ranged."""
     model = _bind(ProfileR3, dynoxide_endpoint)
-    epoch = _epoch_in_days(2)
-    _put_raw(
+    epoch = epoch_in_days(2)
+    put_record(
         model, "ACCT#1", {"email": {"S": "a@x.io"}, "meta": {"S": '{"active":  true}'}, "ttl": {"N": f"{epoch}.5"}}
     )
     with RequestCounter(model) as counter:
-        if run == "backfill":
-            outcomes = [f.outcome for f in backfill(model).fixes]
-        elif run == "repair":
-            outcomes = [f.outcome for f in repair(model, audit(model), apply=True).fixes]
-        else:
-            outcomes = [f.outcome for f in migrate(model, apply=True).fixes]
+        outcomes = fix_outcomes(model, run)
     assert outcomes == ["applied"]
     assert counter.count("GetItem") == 1, counter.operations
     assert actual_locks(model) == expected_locks(model)
@@ -239,8 +208,8 @@ def test_probe_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> 
     locks_name = unique_table_name("review-range3-locks")
     model = _bind(SessionR3, dynoxide_endpoint, unique_lock_table=locks_name)
     create_lock_table(model)
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
     done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert audit(model).clean
@@ -250,9 +219,9 @@ def test_probe_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> 
 def test_probe_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
     """Migrate to a casefolded form: a record with the former-form lock and an expiry fraction gets the new lock."""
     model = _bind(MigratingR3, dynoxide_endpoint)
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     former = "UNIQ#EMAIL#Ada@X.io"
-    _put_raw(model, "ACCT#1", {"email": {"S": "Ada@X.io"}, "ttl": {"N": f"{epoch}.5"}})
+    put_record(model, "ACCT#1", {"email": {"S": "Ada@X.io"}, "ttl": {"N": f"{epoch}.5"}})
     done = migrate(model, apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert "UNIQ#EMAIL#ada@x.io" in _locks(model)
@@ -266,8 +235,8 @@ def test_probe_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
 def test_probe_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
     model = _bind(SessionR3, dynoxide_endpoint)
-    epoch = _epoch_in_days(2)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
+    epoch = epoch_in_days(2)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
     exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
     report = audit(model, export=next(iter(exports.values())))
     with RequestCounter(model) as counter:
@@ -281,14 +250,14 @@ def test_probe_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_pat
 
 def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
     """Another writer moves the record's expiry into the past; its lock keeps its own (later) expiry."""
-    _set_raw(model, record_key(pk), "ttl", {"N": str(int(time.time()) - 3600)})
+    set_attribute(model, record_key(pk), "ttl", {"N": str(int(time.time()) - 3600)})
 
 
 @pytest.mark.integration
 def test_probe_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
     model = _bind(SessionR3, dynoxide_endpoint)
-    model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(_epoch_in_days(2), tz=UTC)).save()
+    model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
     report = audit(model)
     assert [p.kind for p in report.problems] == ["orphaned"]
@@ -311,7 +280,7 @@ def test_repair_family__orphaned_lock_of_an_expired_ttl_class_record__deleted(dy
     """
     family = _family(dynoxide_endpoint)
     account, trial = family["Account"], family["Trial"]
-    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(_epoch_in_days(2), tz=UTC)).save()
+    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     _expire_record_keep_lock(account, "T#1")
     report = audit(account)
     assert [p.kind for p in report.problems] == ["orphaned"]
@@ -325,7 +294,7 @@ def test_probe_family_orphaned_lock_of_an_expired_record_audited_from_ttl_class(
     """The same lock, audited and repaired from Trial itself: deleted."""
     family = _family(dynoxide_endpoint)
     account, trial = family["Account"], family["Trial"]
-    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(_epoch_in_days(2), tz=UTC)).save()
+    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     _expire_record_keep_lock(account, "T#1")
     report = audit(trial)
     assert [p.kind for p in report.problems] == ["orphaned"]
@@ -344,10 +313,10 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
     (its check of the owner accepts an expired record).
     """
     model = _bind(SessionR3, dynoxide_endpoint)
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
-    _put_raw(model, "ACCT#2", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.5"}})
+    put_record(model, "ACCT#2", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.5"}})
     report = audit(model)
     assert [p.kind for p in report.problems] == ["foreign"]
     done = migrate(model, apply=True)
@@ -360,25 +329,12 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
 # --- Meta.unique_ttl_attribute, a fixed default stored as NULL -------------------------------
 
 
-class DefaultedR3(UniqueMixin, Model):
-    """A plain TTLAttribute with a fixed default."""
-
-    class Meta:
-        table_name = "review-range3-defaulted"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    expires = TTLAttribute(default=datetime(2100, 1, 1, tzinfo=UTC), attr_name="ttl")
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("stored", [{"NULL": True}, None, {"N": "4102444800.75"}], ids=["null", "absent", "fraction"])
 def test_probe_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: dict[str, Any] | None) -> None:
     """DEFAULT_RANGE: NULL, absent or a fraction of the default's second all pass; the lock carries the default."""
-    model = _bind(DefaultedR3, dynoxide_endpoint)
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, **({"ttl": stored} if stored is not None else {})})
+    model = _bind(DefaultedSession, dynoxide_endpoint)
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, **({"ttl": stored} if stored is not None else {})})
     with RequestCounter(model) as counter:
         done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -391,11 +347,11 @@ def test_probe_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, sto
 def test_probe_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
     model = _bind(SessionR3, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     lock = _locks(model)["UNIQ#EMAIL#a@x.io"]
     assert lock["lock_ttl"] == {"N": str(epoch)}
-    _set_raw(model, record_key("ACCT#1"), "ttl", {"N": f"{epoch + 60}.5"})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{epoch + 60}.5"})
     report = audit(model)
     assert [p.kind for p in report.problems] == ["stale"]
     with RequestCounter(model) as counter:

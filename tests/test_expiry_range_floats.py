@@ -10,72 +10,38 @@ built from a scan's values (``Stored.ranged``). Each ``test_*`` failed before it
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
-from _expiry import Session, client, locks, raw, record_key
+from _expiry import (
+    DEFAULT_EPOCH,
+    DEFAULT_EXPIRY,
+    DefaultedSession,
+    Session,
+    epoch_in_days,
+    fix_outcomes,
+    locks,
+    put_record,
+    raw,
+    record_key,
+    set_attribute,
+)
 from _invariant import actual_locks, expected_locks
-from pynamodb.attributes import TTLAttribute, UnicodeAttribute
-from pynamodb.models import Model
 
-from pynamodb_unique import StaleWrite, TransactWrite, UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
+from pynamodb_unique import StaleWrite, TransactWrite, backfill
 from pynamodb_unique._context import context_of
 from pynamodb_unique._plan import Guard, Stored
 from pynamodb_unique._requests import guard_condition
 from pynamodb_unique._seconds import second_bounds
 
-#: A fixed default expiry.
-DEFAULT_EXPIRY = datetime(2100, 1, 1, tzinfo=UTC)
-DEFAULT_EPOCH = 4102444800
 #: An expiry after 2038-01-19 (past 2**31 seconds): a float there has 2**-21 s steps.
 AFTER_2038 = 2_200_000_000
 
 
-class DefaultedR2(UniqueMixin, Model):
-    """An expiring record whose plain TTLAttribute has a fixed default."""
-
-    class Meta:
-        table_name = "review-range2-defaulted"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-    expires = TTLAttribute(default=DEFAULT_EXPIRY, attr_name="ttl")
-
-
 def _bind(model: type[Any], backend: Backend) -> Any:
     return bind_model(model, backend, unique_table_name("review-range2-" + model.__name__.lower()))
-
-
-def _epoch_in_days(days: int) -> int:
-    return int(time.time()) + days * 86400
-
-
-def _put_raw(model: type[Any], pk: str, attrs: dict[str, Any]) -> None:
-    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key(pk), **attrs})
-
-
-def _set_raw(model: type[Any], pk: str, name: str, value: dict[str, Any] | None) -> None:
-    if value is None:
-        client(model).update_item(
-            TableName=model.Meta.table_name,
-            Key=record_key(pk),
-            UpdateExpression="REMOVE #e",
-            ExpressionAttributeNames={"#e": name},
-        )
-        return
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=record_key(pk),
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": name},
-        ExpressionAttributeValues={":e": value},
-    )
 
 
 def _loads_as(text: str) -> int:
@@ -94,7 +60,7 @@ def _near_second(second: int, fraction: str) -> tuple[int, str]:
 #: Numbers that PynamoDB's float load rounds up to the next second although they are below
 #: ``next - 0.0000005``: now + 2 days with 8 decimals; after 2038 with Python's 7 (repr of a float).
 _UP = [
-    pytest.param(lambda: _epoch_in_days(2), "99999949", id="8-decimals"),
+    pytest.param(lambda: epoch_in_days(2), "99999949", id="8-decimals"),
     pytest.param(lambda: AFTER_2038, "9999994", id="after-2038-7-decimals"),
 ]
 
@@ -122,7 +88,7 @@ def test_save_again__other_writer_respelled_same_second__saved(
     loaded_as, text = _near_second(second(), fraction)
     record = model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(loaded_as, tz=UTC))
     record.save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": text})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": text})
     assert model.get("ACCT#1", "PROFILE").expires == record.expires  # PynamoDB: unchanged.
     record.email = "b@x.io"
     record.save()
@@ -145,7 +111,7 @@ def test_delete_unloaded__same_second_respelled__deleted(dynoxide_endpoint: str,
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     loaded_as, text = _near_second(second(), fraction)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(loaded_as, tz=UTC)).save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": text})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": text})
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(loaded_as, tz=UTC)).delete()
     assert raw(model, record_key("ACCT#1")) is None
     assert locks(model) == {}
@@ -168,13 +134,8 @@ def test_fix__number_the_float_load_rounds_up__applied(
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     loaded_as, text = _near_second(second(), fraction)
     assert loaded_as == second() + 1
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": text}})
-    if run == "backfill":
-        outcomes = [f.outcome for f in backfill(model).fixes]
-    elif run == "repair":
-        outcomes = [f.outcome for f in repair(model, audit(model), apply=True).fixes]
-    else:
-        outcomes = [f.outcome for f in migrate(model, apply=True).fixes]
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": text}})
+    outcomes = fix_outcomes(model, run)
     assert outcomes == ["applied"]
     assert "UNIQ#EMAIL#a@x.io" in locks(model)
 
@@ -192,12 +153,12 @@ def test_save_loaded__default_expiry_text_removed__saved(dynoxide_endpoint: str,
     every retry by the caller fails the same way until it reloads. Before the change the texts
     differed and the save re-planned and succeeded.
     """
-    model = _bind(DefaultedR2, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
+    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
     backfill(model)
     record = model.get("ACCT#1", "PROFILE")
     assert record.expires == DEFAULT_EXPIRY
-    _set_raw(model, "ACCT#1", "ttl", None if how == "removed" else {"NULL": True})
+    set_attribute(model, record_key("ACCT#1"), "ttl", None if how == "removed" else {"NULL": True})
     record.email = "b@x.io"
     record.save()
     stored = raw(model, record_key("ACCT#1"))
@@ -214,11 +175,11 @@ def test_transact_write__default_expiry_text_removed__stale_write(dynoxide_endpo
     removed. ``_record_problem`` asks same_as, which says "the same", so the record's failure is
     taken for the caller's condition (there is none): the caller cannot tell it must reload.
     """
-    model = _bind(DefaultedR2, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
+    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
     backfill(model)
     record = model.get("ACCT#1", "PROFILE")
-    _set_raw(model, "ACCT#1", "ttl", None)
+    set_attribute(model, record_key("ACCT#1"), "ttl", None)
     record.email = "b@x.io"
     connection = model._get_connection().connection
     with pytest.raises(StaleWrite), TransactWrite(connection=connection) as tx:
@@ -230,7 +191,7 @@ def test_transact_write__default_expiry_text_removed__stale_write(dynoxide_endpo
 
 def test_probe_caller_microseconds_dropped_on_set() -> None:
     """TTLAttribute.__set__ truncates a caller's microseconds (999999 too): a scan's check bounds the second."""
-    epoch = _epoch_in_days(3)
+    epoch = epoch_in_days(3)
     late = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=999_999)
     record = Session(pk="A", email="a@x.io", expires=late)
     assert record.expires == datetime.fromtimestamp(epoch, tz=UTC)
@@ -244,7 +205,7 @@ def test_probe_caller_microseconds_dropped_on_set() -> None:
 
 def test_probe_guard_cache_default_state_and_gone_ok() -> None:
     """The text cache agrees with Guard.condition(): DEFAULT (ranged), a bare gone_ok delete, a verbatim default."""
-    context = context_of(DefaultedR2)
+    context = context_of(DefaultedSession)
     assert context is not None
     planner = context.planner
     shapes = [
@@ -275,11 +236,11 @@ def test_probe_guard_cache_default_state_and_gone_ok() -> None:
 @pytest.mark.integration
 def test_probe_seven_decimals_before_2038_load_as_ranged(dynoxide_endpoint: str) -> None:
     """Before 2038 a 7-decimal number loads on the side of the bound the range puts it (S.9999994 / .9999995)."""
-    second = _epoch_in_days(2)
+    second = epoch_in_days(2)
     assert _loads_as(f"{second}.9999994") == second
     assert _loads_as(f"{second}.9999995") == second + 1
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{second}.9999995"}})
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{second}.9999995"}})
     assert [f.outcome for f in backfill(model).fixes] == ["applied"]
 
 
@@ -289,10 +250,10 @@ def test_probe_same_second_respelled__replanned_without_a_read(moto_backend: Non
     It fails once and re-plans from the item the failure returns (no read), as before the range.
     """
     model = _bind(Session, Backend("moto", None))
-    epoch = _epoch_in_days(2)
+    epoch = epoch_in_days(2)
     record = model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC))
     record.save()
-    _set_raw(model, "ACCT#1", "ttl", {"N": f"{epoch}.5"})
+    set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{epoch}.5"})
     record.email = "b@x.io"
     with RequestCounter(model) as counter:
         record.save()
