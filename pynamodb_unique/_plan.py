@@ -158,11 +158,13 @@ class Guard:
             value = stored_values.get(name)
             state = cas_state(name, value, defaults, verbatim, ranged)
             states.append(state)
-            if state in (ABSENT_STATE, DEFAULT_STATE, DEFAULT_RANGE_STATE):
+            if state in (ABSENT_STATE, DEFAULT_STATE):
                 found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
             if state == VERBATIM_STATE:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
-            elif state in (RANGE_STATE, DEFAULT_RANGE_STATE):
+            elif state >= RANGE_STATE:  # Only a scan's values (Stored.ranged) are in these states.
+                if state == DEFAULT_RANGE_STATE:
+                    found.append(_null_type())
                 found += second_bounds(value)  # type: ignore[arg-type] # a value with bounds in these states.
             elif state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
@@ -340,10 +342,9 @@ def cas_state(
         return VERBATIM_STATE
     if value is None:
         return ABSENT_STATE
-    within = name in ranged and second_bounds(value) is not None
     if name in defaults and defaults[name] == value:
-        return DEFAULT_RANGE_STATE if within else DEFAULT_STATE
-    return RANGE_STATE if within else EQUAL_STATE
+        return DEFAULT_RANGE_STATE if ranged and name in ranged and second_bounds(value) else DEFAULT_STATE
+    return RANGE_STATE if ranged and name in ranged and second_bounds(value) else EQUAL_STATE
 
 
 def fixed_default(attribute: Attribute[Any]) -> Any:
