@@ -684,7 +684,7 @@ def interleaved(variants: Mapping[str, Variant], iterations: int, repetition: in
     operation (the order rotating with ``repetition``), each operation timed alone. Taking turns
     puts every contender under the same conditions at the same moment, and the median leaves out
     the operations a preemption or a page fault stretched: on a shared machine, medians of whole
-    timed loops run one after another moved by 20-50 % from run to run; these move by a few percent.
+    timed loops run one after another moved by 20-50 % from run to run; these by about 10 %.
     """
     names = rotated(list(variants), repetition)
     runs = [variants[name].run for name in names]
