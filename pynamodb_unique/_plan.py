@@ -83,9 +83,26 @@ class Stored:
             if mine_text is None and theirs_text is None and mine == theirs:
                 continue
             # As stored: a stored text is what the compare-and-swap checked, else the value serialized.
-            if (mine_text or planner.text(name, mine)) != (theirs_text or planner.text(name, theirs)):
+            mine_stored, theirs_stored = (
+                mine_text or planner.text(name, mine),
+                theirs_text or planner.text(name, theirs),
+            )
+            if mine_stored != theirs_stored and _in_order(mine_stored) != _in_order(theirs_stored):
                 return False
         return True
+
+
+#: DynamoDB's set kinds: their members have no order (a Python set serializes in its own).
+_SET_KINDS: Final = frozenset({"SS", "NS", "BS"})
+
+
+def _in_order(value: Any) -> Any:
+    """A serialized value with the members of its sets, at any depth, in one order."""
+    if isinstance(value, dict):
+        return {k: sorted(v) if k in _SET_KINDS else _in_order(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_in_order(v) for v in value]
+    return value
 
 
 #: Nothing stored (shared: a Stored is never changed once made).
