@@ -202,7 +202,13 @@ class _Migrator:
         if owner is None or context is None or len(owner) != (2 if context.range_name else 1):
             return False
         item = context.read_item(owner)
-        if item is None or record_expired(stored_class(model, item), item, time.time()):
+        if item is None:
+            return False
+        try:
+            owner_class = stored_class(model, item)
+        except ValueError:  # Of a class no registered model is, as the audit found it: not held.
+            return False
+        if record_expired(owner_class, item, time.time()):
             return False
         stored = context.stored_from_item(item)
         planner = stored.source or context.planner

@@ -97,11 +97,19 @@ _SET_KINDS: Final = frozenset({"SS", "NS", "BS"})
 
 
 def _in_order(value: Any) -> Any:
-    """A serialized value with the members of its sets, at any depth, in one order."""
-    if isinstance(value, dict):
-        return {k: sorted(v) if k in _SET_KINDS else _in_order(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_in_order(v) for v in value]
+    """A serialized value (DynamoDB JSON: a type and its payload) with its sets' members, at any depth, in one order.
+
+    A map's own keys are names, never types: only the payload of a ``M`` or ``L`` is walked.
+    """
+    if not isinstance(value, dict) or len(value) != 1:
+        return value
+    ((kind, payload),) = value.items()
+    if kind in _SET_KINDS:
+        return {kind: sorted(payload)}
+    if kind == "M":
+        return {kind: {name: _in_order(member) for name, member in payload.items()}}
+    if kind == "L":
+        return {kind: [_in_order(member) for member in payload]}
     return value
 
 

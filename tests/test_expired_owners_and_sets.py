@@ -1,0 +1,484 @@
+"""Repair and migrate with expired owners, and same_as with sets: a review of three small fixes.
+
+The review found two faults, fixed since: ``Stored.same_as`` took a map's own key named ``SS``,
+``NS`` or ``BS`` for a set's type (two different values looked the same, and a plain ``save()``
+reported ``ConditionFailed``), and ``migrate`` stopped with ``ValueError`` on a foreign lock whose
+owner key held an item of an unknown class. Each ``test_*`` failed before its fix, but one: an
+expired owner of another model sharing the namespace is still not repaired (strict ``xfail``,
+left for the next session). ``test_probe_*`` pin what the review checked and found sound.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _backends import RequestCounter, unique_table_name
+from _expiry import client, epoch_in_days, put_record, record_key, set_attribute
+from _export import export_tables
+from _invariant import locks_and_records
+from pynamodb.attributes import (
+    BinarySetAttribute,
+    DiscriminatorAttribute,
+    ListAttribute,
+    MapAttribute,
+    NumberSetAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.models import Model
+
+from pynamodb_unique import (
+    ConditionFailed,
+    UniqueAttribute,
+    UniqueConstraint,
+    UniqueMixin,
+    _plan,
+    audit,
+    create_lock_table,
+    migrate,
+    repair,
+)
+from pynamodb_unique._audit import ForeignLock
+from pynamodb_unique._context import context_of
+from pynamodb_unique._migrate import _Migrator
+from pynamodb_unique._plan import Stored
+from pynamodb_unique._repair import Fixer
+
+
+def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
+    return locks_and_records(model)[0]
+
+
+def _expire(model: type[Any], pk: str) -> None:
+    """Another writer (or time) moves the record's expiry into the past; its lock keeps its own."""
+    set_attribute(model, record_key(pk), "ttl", {"N": str(int(time.time()) - 3600)})
+
+
+# --- models --------------------------------------------------------------------------------------
+
+
+def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> dict[str, Any]:
+    """A family whose untagged base (kind None) has the TTL, inherited by every tagged subclass."""
+    table = unique_table_name("review-last-family")
+
+    class BaseRL(UniqueMixin, Model):
+        class Meta:
+            table_name = table
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+        kind = DiscriminatorAttribute()
+        email = UniqueAttribute(UnicodeAttribute(null=True))
+        expires = TTLAttribute(null=True, attr_name="ttl")
+
+    BaseRL.Meta.host = host  # type: ignore[attr-defined]
+    if lock_table is not None:
+        BaseRL.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
+    found: dict[str, Any] = {"Base": BaseRL}
+    for i in range(members):
+        found[f"S{i}"] = type(f"Sub{i}RL", (BaseRL,), {"__module__": __name__}, discriminator=f"s{i}")
+    BaseRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    if lock_table is not None:
+        create_lock_table(BaseRL)
+    return found
+
+
+def _shared_namespace(host: str) -> tuple[Any, Any]:
+    """Two plain models of one table sharing the explicit namespace ``email``: only GuestRL expires."""
+    table = unique_table_name("review-last-shared")
+
+    class UserRL(UniqueMixin, Model):
+        class Meta:
+            table_name = table
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="USER")
+        email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
+
+    class GuestRL(UniqueMixin, Model):
+        class Meta:
+            table_name = table
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="GUEST")
+        email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
+        expires = TTLAttribute(null=True, attr_name="ttl")
+
+    UserRL.Meta.host = host  # type: ignore[attr-defined]
+    GuestRL.Meta.host = host  # type: ignore[attr-defined]
+    UserRL.Meta.unique_item_filter = lambda model: model.sk == "USER"  # type: ignore[attr-defined]
+    GuestRL.Meta.unique_item_filter = lambda model: model.sk == "GUEST"  # type: ignore[attr-defined]
+    UserRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return UserRL, GuestRL
+
+
+def _session(host: str) -> Any:
+    table = unique_table_name("review-last-sessions")
+
+    class SessionRL(UniqueMixin, Model):
+        class Meta:
+            table_name = table
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+        kind = DiscriminatorAttribute()
+        email = UniqueAttribute(UnicodeAttribute(null=True))
+        expires = TTLAttribute(null=True, attr_name="ttl")
+
+    SessionRL.Meta.host = host  # type: ignore[attr-defined]
+
+    class WebSessionRL(SessionRL, discriminator="web"):
+        pass
+
+    SessionRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return SessionRL, WebSessionRL
+
+
+def _active(record: Any) -> bool:
+    return record.regions is not None
+
+
+class RegionsMemberRL(UniqueMixin, Model):
+    """A partial constraint reading a raw map keyed by country codes (Bahamas: ``BS``)."""
+
+    class Meta:
+        table_name = "review-last-regions"
+        region = "us-east-1"
+        unique_constraints = [UniqueConstraint("email", condition=_active, condition_attributes=("regions",))]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    note = UnicodeAttribute(null=True)
+    regions = MapAttribute(null=True)  # type: ignore[var-annotated]
+
+
+class SetsRL(MapAttribute[str, Any]):
+    names = UnicodeSetAttribute(null=True)
+    codes = NumberSetAttribute(null=True)
+    blobs = BinarySetAttribute(null=True, legacy_encoding=False)
+
+
+class SetsMemberRL(UniqueMixin, Model):
+    class Meta:
+        table_name = "review-last-sets"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint("email", condition=lambda r: r.prefs is not None, condition_attributes=("prefs", "many"))
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    prefs = SetsRL(null=True)
+    many = ListAttribute(of=SetsRL, null=True)  # type: ignore[var-annotated]
+
+
+def _bind_regions(host: str) -> Any:
+    table = unique_table_name("review-last-regions")
+
+    class RegionsRL(RegionsMemberRL):
+        class Meta(RegionsMemberRL.Meta):
+            table_name = table
+
+    RegionsRL.Meta.host = host  # type: ignore[attr-defined]
+    RegionsRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return RegionsRL
+
+
+# --- 3. Stored.same_as: a map key named like a set type ------------------------------------------
+
+
+def test_same_as__map_key_named_bs__different_values_same() -> None:
+    """Two different maps ``{"BS": "Bahamas"}`` and ``{"BS": "Belize"}`` are judged the same value.
+
+    ``_in_order`` sorts the value of every dict key named ``SS``/``NS``/``BS`` at any depth,
+    without telling a type descriptor from a map's own key: inside ``{"M": {"BS": {"S": ...}}}``
+    the map entry ``{"S": "Bahamas"}`` is "sorted" into its keys, ``["S"]``, for both maps. A
+    changed unique (or condition) value then reads as unchanged.
+    """
+    context = context_of(RegionsMemberRL)
+    assert context is not None
+    one = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Bahamas")})
+    other = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Belize")})
+    assert not one.same_as(other, context.planner)
+
+
+@pytest.mark.integration
+def test_save__map_key_named_bs_changed_by_another_writer__saved_not_condition_failed(
+    dynoxide_endpoint: str,
+) -> None:
+    """``save()`` with no condition raises ConditionFailed after another writer changed a map entry ``BS``.
+
+    The record's guard checks the stored ``regions`` map (a condition attribute); another writer
+    changed its ``BS`` entry, so the guard fails, as it should, and the engine must re-plan from the
+    item DynamoDB returned. ``same_as`` (via ``_in_order``) judges the returned map the same as the
+    assumed one, so the engine blames "the caller's condition or the version check", which the
+    caller never gave: a plain save fails with ConditionFailed for an ordinary concurrent edit.
+    """
+    model = _bind_regions(dynoxide_endpoint)
+    record = model(pk="a", email="a@x.io", regions=MapAttribute(BS="Bahamas"))
+    record.save()
+    client(model).update_item(
+        TableName=model.Meta.table_name,
+        Key={"pk": {"S": "a"}},
+        UpdateExpression="SET regions = :r",
+        ExpressionAttributeValues={":r": {"M": {"BS": {"S": "Belize"}}}},
+    )
+    record.note = "changed"
+    record.save()  # Raises ConditionFailed.
+    assert model.get("a").note == "changed"
+
+
+def test_probe_same_as_sets_in_lists_binary_and_none() -> None:
+    """Sets inside a list of maps, binary sets (bytes sort), None and absent values: judged right."""
+    context = context_of(SetsMemberRL)
+    assert context is not None
+    planner = context.planner
+
+    def stored(names: list[str], blobs: list[bytes], codes: list[int], second: list[str]) -> Stored:
+        prefs = SetsRL(names=set(names), blobs=set(blobs), codes=set(codes))
+        many = [SetsRL(names=set(second)), SetsRL(blobs=set(blobs))]
+        return Stored(exists=True, values={"email": "a@x.io", "prefs": prefs, "many": many})
+
+    a = stored(["x", "y", "z"], [b"\x00", b"\xff", b"a"], [1, 9, 10], ["p", "q"])
+    b = stored(["z", "y", "x"], [b"a", b"\xff", b"\x00"], [10, 9, 1], ["q", "p"])
+    assert a.same_as(b, planner)
+    changed = stored(["z", "y", "x"], [b"a", b"\xff", b"\x01"], [10, 9, 1], ["q", "p"])
+    assert not a.same_as(changed, planner)
+    assert not a.same_as(stored(["x", "y", "z"], [b"\x00", b"\xff", b"a"], [1, 9, 10], ["p", "r"]), planner)
+    none = Stored(exists=True, values={"email": "a@x.io", "prefs": None, "many": None})
+    absent = Stored(exists=True, values={"email": "a@x.io"})
+    assert none.same_as(absent, planner)
+    assert not a.same_as(none, planner)
+    assert _plan._in_order("text") == "text"
+    assert _plan._in_order(None) is None
+    # A list ("L") keeps its order: only set members are sorted.
+    assert _plan._in_order({"L": [{"S": "b"}, {"S": "a"}]}) == {"L": [{"S": "b"}, {"S": "a"}]}
+
+
+@pytest.mark.integration
+def test_probe_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """same_as (and _in_order) run only after a failed record guard, never on a successful write."""
+    model = _bind_regions(dynoxide_endpoint)
+    calls: list[int] = []
+    original = Stored.same_as
+
+    def counting(self: Stored, other: Stored, planner: Any) -> bool:
+        calls.append(1)
+        return original(self, other, planner)
+
+    monkeypatch.setattr(Stored, "same_as", counting)
+    record = model(pk="a", email="a@x.io", regions=MapAttribute(US="x"))
+    record.save()
+    record.email = "b@x.io"
+    record.save()
+    record.update(actions=[model.note.set("n")])
+    record.delete()
+    assert calls == []
+    record = model(pk="b", email="c@x.io", regions=MapAttribute(US="x"))
+    record.save()
+    with pytest.raises(ConditionFailed):
+        record.save(condition=model.note == "other")
+    assert calls == [1]
+
+
+# --- 1. repair: the owner's expiry by any class of its family ---------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: repair's owner check takes expiries from the audited model's family only; the lock's "
+    "owner model is not passed from the audit to repair",
+)
+def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__deleted(dynoxide_endpoint: str) -> None:
+    """An expired GuestRL's orphaned lock, audited from UserRL (one explicit namespace, one table), is skipped forever.
+
+    The audit's scope takes every model declaring the namespace (``declaring``): it judges the
+    GuestRL record gone by GuestRL's TTLAttribute and reports its live lock as orphaned. Repair's
+    owner check takes its expiry clauses from ``family(Fixer.model_of(...))``; the expired owner is
+    not among the audit's records, so that is the audited UserRL, a plain model whose family is
+    itself and which has no TTL: the check is ``attribute_not_exists(PK)`` alone, which fails until
+    DynamoDB's TTL deletes the item (up to days), run after run. The fix covered polymorphic
+    families only; the same shape with another model of the namespace is left.
+    """
+    user, guest = _shared_namespace(dynoxide_endpoint)
+    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
+    report = audit(user)
+    assert [p.kind for p in report.problems] == ["orphaned"]
+    done = repair(user, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+    assert _locks(user) == {}
+
+
+@pytest.mark.integration
+def test_probe_family_shared_ttl_name_kind_none_base(dynoxide_endpoint: str) -> None:
+    """Base (kind None) and two subclasses share the TTL ``ttl``: orphaned locks of expired records of each, deleted.
+
+    The owner check ORs three clauses on the same ``ttl`` and ``kind`` names (placeholders reused,
+    values distinct): DynamoDB's grammar accepts it. An untagged expired record (the base's) and a
+    tagged one are both judged gone.
+    """
+    fam = _family(dynoxide_endpoint)
+    base, s0 = fam["Base"], fam["S0"]
+    s0(pk="B#1", email="b@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    set_attribute(base, record_key("B#1"), "kind", None)  # Untagged: read as the base (kind None).
+    s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    _expire(base, "B#1")
+    _expire(base, "S#1")
+    report = audit(base)
+    assert sorted(p.kind for p in report.problems) == ["orphaned", "orphaned"]
+    check = Fixer(base).record_check(report.problems[0], ("B#1", "PROFILE"))
+    assert check is not None
+    text = check["ConditionExpression"]
+    assert text.count("attribute_not_exists") == 5, text  # the hash; each class's "or hash absent"; kind absent
+    assert len(check["ExpressionAttributeValues"]) == 5, check  # two kinds, three expiries
+    done = repair(base, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied", "applied"], [f.describe() for f in done.fixes]
+    assert _locks(base) == {}
+
+
+@pytest.mark.integration
+def test_probe_family_renewed_after_audit_skipped(dynoxide_endpoint: str) -> None:
+    """Time skew: the owner is renewed (expiry in the future again) between audit and repair: skipped, lock kept."""
+    fam = _family(dynoxide_endpoint)
+    base, s1 = fam["Base"], fam["S1"]
+    s1(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    _expire(base, "S#1")
+    report = audit(base)
+    assert [p.kind for p in report.problems] == ["orphaned"]
+    set_attribute(base, record_key("S#1"), "ttl", {"N": str(epoch_in_days(2))})
+    done = repair(base, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["skipped"]
+    assert "UNIQ#EMAIL#s@x.io" in _locks(base)
+    # An item of another class now at the key with an expired ttl but no class of the family: kept too.
+    set_attribute(base, record_key("S#1"), "kind", {"S": "ghost"})
+    set_attribute(base, record_key("S#1"), "ttl", {"N": str(int(time.time()) - 3600)})
+    done = repair(base, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["skipped"]
+
+
+@pytest.mark.integration
+def test_probe_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
+    """A family of 40 classes: one clause each, the condition stays under DynamoDB's 4 KB and is applied."""
+    fam = _family(dynoxide_endpoint, members=40)
+    base, last = fam["Base"], fam["S39"]
+    last(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    _expire(base, "S#1")
+    report = audit(base)
+    check = Fixer(base).record_check(report.problems[0], ("S#1", "PROFILE"))
+    assert check is not None
+    text = check["ConditionExpression"]
+    assert len(text) < 4096, len(text)
+    assert len(check["ExpressionAttributeValues"]) == 81  # 40 kinds, 41 expiries (the untagged base has one too)
+    done = repair(base, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+
+
+@pytest.mark.integration
+def test_probe_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path: Path) -> None:
+    """A separate lock table, then an export audit: the expired subclass owner's lock deleted both ways."""
+    locks_name = unique_table_name("review-last-locks")
+    fam = _family(dynoxide_endpoint, lock_table=locks_name)
+    base, s0 = fam["Base"], fam["S0"]
+    s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    s0(pk="S#2", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    _expire(base, "S#1")
+    _expire(base, "S#2")
+    report = audit(base)
+    assert sorted(p.kind for p in report.problems) == ["orphaned", "orphaned"]
+    exports = export_tables(client(base), [base.Meta.table_name, locks_name], tmp_path)
+    exported = audit(base, export=exports)
+    assert sorted(p.kind for p in exported.problems) == ["orphaned", "orphaned"]
+    done = repair(base, exported, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied", "applied"], [f.describe() for f in done.fixes]
+    assert audit(base).clean
+
+
+@pytest.mark.integration
+def test_probe_plain_model_export_audit_expired_owner(dynoxide_endpoint: str, tmp_path: Path) -> None:
+    """A plain expiring model (family = [model]) audited from an export: its expired owner's lock is deleted."""
+    model, web = _session(dynoxide_endpoint)
+    web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    _expire(model, "A#1")
+    exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
+    report = audit(model, export=next(iter(exports.values())))
+    assert [p.kind for p in report.problems] == ["orphaned"]
+    done = repair(model, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied"]
+
+
+# --- 2. migrate: the owner's stored class -------------------------------------------------------
+
+
+def _foreign(model: Any, web: Any, owner_item: dict[str, Any]) -> None:
+    """A lock owned by ``A#1`` (stored as ``owner_item``), held by ``A#2``'s record."""
+    epoch = epoch_in_days(2)
+    web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
+    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key("A#1"), **owner_item})
+    put_record(model, "A#2", {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.5"}})
+
+
+@pytest.mark.integration
+def test_migrate__foreign_lock_owner_of_an_unknown_class__left_not_raised(dynoxide_endpoint: str) -> None:
+    """migrate() raises ValueError when a foreign lock's owner key holds an item of an unknown class.
+
+    The audit reads such an item as no record of its family (``_Group.owner`` catches
+    ``stored_class``'s ValueError: "a class another family, sharing the table, stores") and
+    reports the lock as foreign. ``_Migrator.owner_holds`` calls ``stored_class(model, item)``
+    (and, before the fix, ``stored_from_item``) without catching it: the whole migration, even a
+    dry run, stops with "Unknown discriminator value" instead of leaving the lock for repair.
+    """
+    model, web = _session(dynoxide_endpoint)
+    _foreign(model, web, {"kind": {"S": "other-family"}, "email": {"S": "a@x.io"}})
+    report = audit(model)
+    assert [p.kind for p in report.problems] == ["foreign"]
+    done = migrate(model, apply=False)
+    assert done.conflicts == []
+    assert [p.kind for p in done.left] == ["foreign"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("expiry", [{"NULL": True}, None], ids=["null", "absent"])
+def test_probe_migrate_owner_expiry_not_a_number_is_a_conflict(
+    dynoxide_endpoint: str, expiry: dict[str, Any] | None
+) -> None:
+    """An owner whose expiry is NULL or absent is not expired (as the audit judges): it holds; a past one: not."""
+    model, web = _session(dynoxide_endpoint)
+    epoch = epoch_in_days(2)
+    web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
+    set_attribute(model, record_key("A#1"), "ttl", expiry)
+    # owner_holds directly, on a ForeignLock naming A#1 as a scan racing A#1's write reports it.
+    problem = ForeignLock(
+        constraint="email",
+        lock_key="UNIQ#EMAIL#a@x.io",
+        values=("a@x.io",),
+        owner=("A#1", "PROFILE"),
+        holders=(("A#2", "PROFILE"),),
+    )
+    assert _Migrator(model).owner_holds(problem)
+    set_attribute(model, record_key("A#1"), "ttl", {"N": str(int(time.time()) - 3600)})
+    assert not _Migrator(model).owner_holds(problem)
+
+
+@pytest.mark.integration
+def test_probe_migrate_owner_expired_subclass_left(dynoxide_endpoint: str) -> None:
+    """An owner stored as the subclass, expired by the TTL it inherits: left for repair, which moves the lock."""
+    model, web = _session(dynoxide_endpoint)
+    _foreign(model, web, {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": str(int(time.time()) - 3600)}})
+    done = migrate(model, apply=True)
+    assert done.conflicts == []
+    assert [p.kind for p in done.left] == ["foreign"]
+    fixed = repair(model, audit(model), apply=True)
+    assert [f.outcome for f in fixed.fixes] == ["applied"]
+    with RequestCounter(model):
+        assert audit(model).clean
