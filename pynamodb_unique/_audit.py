@@ -14,7 +14,7 @@ import base64
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,7 +99,9 @@ class Problem:
         holders: the keys of the records holding the value.
         audited: each involved record's unique values as the audit read them (None: the
             record does not exist); repair's conditions check that they are unchanged.
-        models: the model class of each involved record that exists.
+        models: the model class of each involved record that exists; for an owner that is no
+            live record (gone, or expired), the model its lock records, when it is one of the
+            models declaring the namespace.
         former: the value is held under a constraint's former form only (a migration in
             progress: ``Former``), not under its current form.
     """
@@ -400,6 +402,8 @@ class _Scope:
             unique_planner(model)  # Raises: nothing to audit.
         #: Class names of the audited models: a lock recording one of them as its owner model is theirs.
         self.model_names = {m.__name__ for m in audited}
+        #: Each owner model's class name as a lock records it, one string per name.
+        self.class_names: dict[str, str] = {}
         names = set(self.names)
         members: set[type[Any]] = {m for m in declaring(model, names) if constraints_of(m)}
         members.update(m for m in audited if constraints_of(m))
@@ -480,6 +484,9 @@ class Sorted:
         records: each record of an audited model (:data:`SortedRecord`); an expired record
             (its TTL attribute passed) is gone, awaiting DynamoDB's TTL deletion.
         strangers: constraint names of other models' locks.
+        owner_models: the owner model (a class name) each lock of ``locks`` and ``retired``
+            records, when it records one other than the audited model: repair checks an owner
+            that is no audited record (gone, or expired) as a record of that model.
         held: release holds not yet ended (``hold=``), among ``locks``: valid with no holder.
         expired: locks and holds whose expiry passed: anyone may take them, DynamoDB's TTL
             removes them; not among ``locks``.
@@ -490,6 +497,7 @@ class Sorted:
     retired: list[tuple[str, RecordKey | None]] = field(default_factory=list)
     records: list[SortedRecord] = field(default_factory=list)
     strangers: set[str] = field(default_factory=set)
+    owner_models: dict[str, str] = field(default_factory=dict)
     held: int = 0
     expired: int = 0
 
@@ -520,6 +528,8 @@ class _Collector:
         self.current: set[str] = set()
         #: Locks of namespaces no audited model declares any more, owned by an audited model's records.
         self.retired: dict[str, RecordKey | None] = {}
+        #: The owner model (class name) each lock records (:attr:`Sorted.owner_models`).
+        self.owner_models: dict[str, str] = {}
         self._alive: dict[str, bool] = {}
 
     def _declared(self, name: str) -> bool:
@@ -591,6 +601,10 @@ class _Collector:
                     found.strangers.add(entry)
                 elif entry is not None:
                     kind, lock_key, owner = entry
+                    owner_model = lock_owner_model(item)
+                    if owner_model is not None and owner_model != self.scope.model.__name__:
+                        # Kept once per class name: the audited model's own, the default, not at all.
+                        found.owner_models[lock_key] = self.scope.class_names.setdefault(owner_model, owner_model)
                     if kind == "retired":
                         found.retired.append((lock_key, owner))
                     elif self.lock_table.expired(item, self.now):
@@ -620,6 +634,7 @@ class _Collector:
                 if state:
                     self.states[lock_key] = state
             self.retired.update(found.retired)
+            self.owner_models.update(found.owner_models)
             for key, model, values, held in found.records:
                 self.records[key] = (model, values)
                 for _, lock_key, former in held:
@@ -657,7 +672,7 @@ class _Collector:
         holders = tuple(sorted((holder, *self.more_holders.get(lock_key, ()))))
         involved = holders if owner is None else (*holders, owner)
         audited = {key: self._audited(key) for key in involved}
-        models = {key: self.records[key][0] for key in involved if key in self.records}
+        models = self._models(lock_key, involved, owner)
         values = self._constraint(holders[0], name).values(audited[holders[0]] or {})
         former = lock_key not in self.current
         return kind(name, lock_key, values, owner, holders, audited, models, former=former)
@@ -665,8 +680,22 @@ class _Collector:
     def _unheld(self, kind: type[Problem], lock_key: str, owner: RecordKey | None) -> Problem:
         """A problem of a lock no record holds the value of (orphaned or retired), with its owner as audited."""
         audited = {} if owner is None else {owner: self._audited(owner)}
-        models = {owner: self.records[owner][0]} if owner in self.records else {}
+        models = self._models(lock_key, () if owner is None else (owner,), owner)
         return kind(constraint_name(lock_key), lock_key, None, owner, (), audited, models)
+
+    def _models(self, lock_key: str, involved: Iterable[RecordKey], owner: RecordKey | None) -> dict[RecordKey, Any]:
+        """Each involved record's model, as audited; an owner that is no audited record, as its lock records it.
+
+        Such an owner is gone or expired (an audited record's class may not be the lock's: a
+        namespace shared by several models). Its model's table and expiry are where repair
+        checks that it is still gone.
+        """
+        models = {key: self.records[key][0] for key in involved if key in self.records}
+        if owner is not None and owner not in models:
+            named = [m for m in self.scope.members if m.__name__ == self.owner_models.get(lock_key)]
+            if len(named) == 1:
+                models[owner] = named[0]
+        return models
 
     def report(self, model: type[UniqueMixin], *, records: int, locks: int) -> AuditReport:
         """The report of an audit whose items are all taken in (``records``, ``locks``: how many were read)."""

@@ -239,8 +239,8 @@ def json_key(text: str) -> RecordKey:
 # The join.
 
 _SCHEMA: Final = """
-CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR, state VARCHAR);
-CREATE TABLE retired (lock_key VARCHAR, owner VARCHAR);
+CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR, state VARCHAR, owner_model VARCHAR);
+CREATE TABLE retired (lock_key VARCHAR, owner VARCHAR, owner_model VARCHAR);
 CREATE TABLE records (key VARCHAR, model INTEGER, vals BLOB);
 CREATE TABLE held (lock_key VARCHAR, holder VARCHAR, namespace VARCHAR, former BOOLEAN, state VARCHAR);
 """
@@ -258,7 +258,7 @@ LEFT JOIN locks AS l ON l.lock_key = h.lock_key
 WHERE h.holders > 1 OR l.lock_key IS NULL OR l.owner IS DISTINCT FROM h.holder OR l.state IS DISTINCT FROM h.state;
 
 CREATE TEMP TABLE some_locks AS
-SELECT lock_key, owner, state FROM locks AS l
+SELECT lock_key, owner, state, owner_model FROM locks AS l
 WHERE l.lock_key IN (SELECT lock_key FROM candidates)
    OR NOT EXISTS (SELECT 1 FROM held AS h WHERE h.lock_key = l.lock_key);
 
@@ -316,17 +316,22 @@ class _Join:
         The rows are inserted on the writer thread while the next batch is read and sorted
         (DuckDB releases the GIL); at most one batch waits, so memory stays bounded.
         """
-        lock_rows, retired = found.locks, found.retired
+        lock_rows, retired, owner_models = found.locks, found.retired, found.owner_models
         inserts: list[_Insert] = [
             (
                 "locks",
-                ("VARCHAR", "VARCHAR", "VARCHAR"),
-                [[k for k, _, _ in lock_rows], [key_text(o) for _, o, _ in lock_rows], [s for _, _, s in lock_rows]],
+                ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"),
+                [
+                    [k for k, _, _ in lock_rows],
+                    [key_text(o) for _, o, _ in lock_rows],
+                    [s for _, _, s in lock_rows],
+                    [owner_models.get(k) for k, _, _ in lock_rows],
+                ],
             ),
             (
                 "retired",
-                ("VARCHAR", "VARCHAR"),
-                [[k for k, _ in retired], [key_text(o) for _, o in retired]],
+                ("VARCHAR", "VARCHAR", "VARCHAR"),
+                [[k for k, _ in retired], [key_text(o) for _, o in retired], [owner_models.get(k) for k, _ in retired]],
             ),
         ]
         keys: list[Any] = []
@@ -373,12 +378,14 @@ class _Join:
         cursor = self.db.execute("SELECT * FROM some_locks")
         while rows := cursor.fetchmany(BATCH):
             found = Sorted()
-            found.locks.extend((lock_key, key_of(owner), state) for lock_key, owner, state in rows)
+            found.locks.extend((lock_key, key_of(owner), state) for lock_key, owner, state, _ in rows)
+            found.owner_models.update((lock_key, model) for lock_key, _, _, model in rows if model is not None)
             yield found
         cursor = self.db.execute("SELECT * FROM retired")
         while rows := cursor.fetchmany(BATCH):
             found = Sorted()
-            found.retired.extend((lock_key, key_of(owner)) for lock_key, owner in rows)
+            found.retired.extend((lock_key, key_of(owner)) for lock_key, owner, _ in rows)
+            found.owner_models.update((lock_key, model) for lock_key, _, model in rows if model is not None)
             yield found
         cursor = self.db.execute(_SOME_RECORDS)
         while rows := cursor.fetchmany(BATCH):

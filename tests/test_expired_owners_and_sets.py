@@ -3,9 +3,10 @@
 The review found two faults, fixed since: ``Stored.same_as`` took a map's own key named ``SS``,
 ``NS`` or ``BS`` for a set's type (two different values looked the same, and a plain ``save()``
 reported ``ConditionFailed``), and ``migrate`` stopped with ``ValueError`` on a foreign lock whose
-owner key held an item of an unknown class. Each ``test_*`` failed before its fix, but one: an
-expired owner of another model sharing the namespace is still not repaired (strict ``xfail``,
-left for the next session). ``test_probe_*`` pin what the review checked and found sound.
+owner key held an item of an unknown class. Repair then skipped, run after run, the orphaned lock
+of an expired record of another model sharing the namespace (fixed next: the audit passes the
+owner model its lock records). Each ``test_*`` failed before its fix. ``test_probe_*`` pin what the review checked and
+found sound.
 """
 
 from __future__ import annotations
@@ -294,30 +295,80 @@ def test_probe_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: 
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: repair's owner check takes expiries from the audited model's family only; the lock's "
-    "owner model is not passed from the audit to repair",
-)
-def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__deleted(dynoxide_endpoint: str) -> None:
-    """An expired GuestRL's orphaned lock, audited from UserRL (one explicit namespace, one table), is skipped forever.
+@pytest.mark.parametrize("how", ["scan", "duckdb", "export"])
+def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__deleted(
+    dynoxide_endpoint: str, tmp_path: Path, how: str
+) -> None:
+    """An expired GuestRL's orphaned lock, audited from UserRL (one explicit namespace, one table), is deleted.
 
     The audit's scope takes every model declaring the namespace (``declaring``): it judges the
     GuestRL record gone by GuestRL's TTLAttribute and reports its live lock as orphaned. Repair's
-    owner check takes its expiry clauses from ``family(Fixer.model_of(...))``; the expired owner is
-    not among the audit's records, so that is the audited UserRL, a plain model whose family is
-    itself and which has no TTL: the check is ``attribute_not_exists(PK)`` alone, which fails until
-    DynamoDB's TTL deletes the item (up to days), run after run. The fix covered polymorphic
-    families only; the same shape with another model of the namespace is left.
+    owner check took its expiry clauses from the audited UserRL, a plain model without a TTL, as
+    the expired owner is not among the audit's records: the check was ``attribute_not_exists(PK)``
+    alone, which failed until DynamoDB's TTL deleted the item (up to days), run after run. The
+    audit now passes the owner model the lock records (``uniq_owner_model``), through an export's
+    DuckDB join too.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
     guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
-    report = audit(user)
+    if how == "export":
+        exports = export_tables(client(user), [user.Meta.table_name], tmp_path)
+        report = audit(user, export=next(iter(exports.values())))
+    else:
+        report = audit(user, engine="memory" if how == "scan" else "duckdb")
     assert [p.kind for p in report.problems] == ["orphaned"]
+    assert report.problems[0].models == {("G#1", "GUEST"): guest}
     done = repair(user, report, apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
     assert _locks(user) == {}
+
+
+@pytest.mark.integration
+def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_kept(dynoxide_endpoint: str) -> None:
+    """The expired GuestRL comes back live (another writer renews it) between audit and repair: its lock stays.
+
+    Repair's check of the owner, as GuestRL (the lock's owner model): gone, or expired by
+    GuestRL's TTL; a renewed record meets neither, and the lock of a live value is kept.
+    """
+    user, guest = _shared_namespace(dynoxide_endpoint)
+    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    key = record_key("G#1", "GUEST")
+    set_attribute(guest, key, "ttl", {"N": str(int(time.time()) - 3600)})
+    report = audit(user)
+    assert [p.kind for p in report.problems] == ["orphaned"]
+    set_attribute(guest, key, "ttl", {"N": str(epoch_in_days(2))})
+    done = repair(user, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["skipped"], [f.describe() for f in done.fixes]
+    assert len(_locks(user)) == 1
+    assert audit(user).clean
+    # Expired again, a fresh audit's repair deletes the lock.
+    set_attribute(guest, key, "ttl", {"N": str(int(time.time()) - 3600)})
+    done = repair(user, audit(user), apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+    assert _locks(user) == {}
+
+
+@pytest.mark.integration
+def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_holder(dynoxide_endpoint: str) -> None:
+    """A UserRL record holds a value whose lock names an expired GuestRL: repair gives the lock to the holder.
+
+    The owner check is GuestRL's (gone, or expired by its TTL), as the lock records that model;
+    checked as the audited UserRL it would wait for DynamoDB's TTL to delete the guest.
+    """
+    user, guest = _shared_namespace(dynoxide_endpoint)
+    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
+    # Another writer stores a UserRL record holding the value, without its lock.
+    client(user).put_item(TableName=user.Meta.table_name, Item={**record_key("U#1", "USER"), "email": {"S": "g@x.io"}})
+    report = audit(user)
+    assert [p.kind for p in report.problems] == ["foreign"]
+    assert report.problems[0].models[("G#1", "GUEST")] is guest
+    done = repair(user, report, apply=True)
+    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+    assert audit(user).clean
+    (lock,) = _locks(user).values()
+    assert lock["uniq_owner_hash"] == {"S": "U#1"}
 
 
 @pytest.mark.integration
