@@ -23,7 +23,7 @@ from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
 from ._plan import Planner, Stored, fixed_default
-from ._pynamodb import blank_instance, connection
+from ._pynamodb import blank_instance, built_connection, connection
 from ._registry import generation, maintains_locks, stored_class
 from ._seconds import second_bounds
 from ._send import RETRY_ATTEMPTS
@@ -105,8 +105,12 @@ class ModelContext:
 
     @property
     def table_name(self) -> str:
-        """The table the model's requests name, as its PynamoDB connection does."""
-        name: str = connection(self.model).table_name
+        """The table the model's requests name, as its PynamoDB connection does.
+
+        ``Meta.table_name``: PynamoDB builds the connection anew whenever the two differ, so
+        reading Meta gives the same name without looking the connection up.
+        """
+        name: str = self.model.Meta.table_name
         return name
 
     def active(self) -> Planner | None:
@@ -118,7 +122,7 @@ class ModelContext:
         """Where the model's lock items live (cached, renewed with the model's connection)."""
         cached = self._locks
         renewed = self._locks_generation != generation()
-        if renewed or cached is None or (cached.shared and cached.connection is not connection(self.model)):
+        if renewed or cached is None or (cached.shared and cached.connection is not built_connection(self.model)):
             # A model registered since may share the lock table, and with it how locks expire.
             self._locks_generation = generation()
             cached = self._locks = lock_table(self.model)
@@ -232,11 +236,12 @@ class ModelContext:
         Raises:
             InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
         """
-        if getattr(self.model.Meta, "unique_lock_table", None):
-            return  # Locks live elsewhere: any hash key is the record's own.
         raw = instance.attribute_values.get(self.hash_name)
         hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
-        if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX):
+        if not (isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX)):
+            return
+        # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
+        if not getattr(self.model.Meta, "unique_lock_table", None):
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
 
@@ -342,15 +347,20 @@ class ModelContext:
         write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
-        if self.active() is not None:
+        # Run for every item a get, query or scan loads: self.active() and self.key() inlined.
+        if self.planner.constraints or maintains_locks(self.model):
             kept = {}
             for name in self._stored_names:
                 raw = item.get(name)
                 if raw is not None:
-                    # A value that cannot change in place is copied flat; a map, list or set deeply.
-                    kept[name] = raw.copy() if raw.keys() <= _SCALAR_KINDS else copy.deepcopy(raw)
+                    # A value that cannot change in place (a string or a number, most often) is
+                    # copied flat; any other (a map, list or set) deeply.
+                    flat = len(raw) == 1 and ("S" in raw or "N" in raw or raw.keys() <= _SCALAR_KINDS)
+                    kept[name] = raw.copy() if flat else copy.deepcopy(raw)
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
             # A dict, not yet a Stored: known() reads it when first asked.
-            vars(instance)[SNAPSHOT] = (self.key(instance), kept)
+            vars(instance)[SNAPSHOT] = (key, kept)
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""

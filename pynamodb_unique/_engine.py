@@ -115,7 +115,7 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
 Desire = Callable[[Stored], dict[str, Any]]
 
 
-@dataclass
+@dataclass(slots=True)
 class Intent:
     """One write as the caller asked for it."""
 
@@ -192,8 +192,10 @@ def _write(
     method, model_name = METHODS[intent.op], context.model.__name__
     base_token = intent.token
     not_ours: set[str] = set()
-    locks = context.locks()
+    # The connection first: PynamoDB builds it anew after a change of table, and the lock table
+    # of a model keeping locks in its own table is renewed with it.
     sender, attempts = connection(context.model).connection, context.retry_attempts
+    locks = context.locks()
     # A caller's token resent keeps its first request's clock (expiring locks carry the time).
     now = request_clock(base_token) if locks.expiring else None
     for step in range(MAX_PLANS):

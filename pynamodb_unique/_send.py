@@ -11,8 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -134,9 +133,12 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
 _TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
-@dataclass(frozen=True)
-class Request:
-    """A plan turned into DynamoDB operation arguments, one dict per sent action."""
+class Request(NamedTuple):
+    """A plan turned into DynamoDB operation arguments, one dict per sent action.
+
+    A named tuple: one is made for every write, and a tuple is made in a fraction of a frozen
+    dataclass's time.
+    """
 
     plan: Plan
     items: list[dict[str, Any]]
