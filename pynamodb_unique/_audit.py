@@ -14,6 +14,7 @@ import base64
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -402,12 +403,13 @@ class _Scope:
             unique_planner(model)  # Raises: nothing to audit.
         #: Class names of the audited models: a lock recording one of them as its owner model is theirs.
         self.model_names = {m.__name__ for m in audited}
-        #: Each owner model's class name as a lock records it, one string per name.
-        self.class_names: dict[str, str] = {}
         names = set(self.names)
         members: set[type[Any]] = {m for m in declaring(model, names) if constraints_of(m)}
         members.update(m for m in audited if constraints_of(m))
         self.members = members
+        #: The members by the class name a lock records as its owner model (a name two share: neither).
+        counts = Counter(m.__name__ for m in members)
+        self.named = {m.__name__: m for m in members if counts[m.__name__] == 1}
         # Records tables (by identity) and the groups each holds, filtered groups first.
         self.tables: dict[TableId, list[_Group]] = {}
         roots: dict[Any, type[Any]] = {}
@@ -484,9 +486,9 @@ class Sorted:
         records: each record of an audited model (:data:`SortedRecord`); an expired record
             (its TTL attribute passed) is gone, awaiting DynamoDB's TTL deletion.
         strangers: constraint names of other models' locks.
-        owner_models: the owner model (a class name) each lock of ``locks`` and ``retired``
-            records, when it records one other than the audited model: repair checks an owner
-            that is no audited record (gone, or expired) as a record of that model.
+        owner_models: the owner model each lock of ``locks`` and ``retired`` records, when it is
+            one of the scope's models other than the audited one: repair checks an owner that is
+            no audited record (gone, or expired) as a record of that model.
         held: release holds not yet ended (``hold=``), among ``locks``: valid with no holder.
         expired: locks and holds whose expiry passed: anyone may take them, DynamoDB's TTL
             removes them; not among ``locks``.
@@ -497,7 +499,7 @@ class Sorted:
     retired: list[tuple[str, RecordKey | None]] = field(default_factory=list)
     records: list[SortedRecord] = field(default_factory=list)
     strangers: set[str] = field(default_factory=set)
-    owner_models: dict[str, str] = field(default_factory=dict)
+    owner_models: dict[str, type[UniqueMixin]] = field(default_factory=dict)
     held: int = 0
     expired: int = 0
 
@@ -528,8 +530,8 @@ class _Collector:
         self.current: set[str] = set()
         #: Locks of namespaces no audited model declares any more, owned by an audited model's records.
         self.retired: dict[str, RecordKey | None] = {}
-        #: The owner model (class name) each lock records (:attr:`Sorted.owner_models`).
-        self.owner_models: dict[str, str] = {}
+        #: The owner model each lock records (:attr:`Sorted.owner_models`).
+        self.owner_models: dict[str, type[UniqueMixin]] = {}
         self._alive: dict[str, bool] = {}
 
     def _declared(self, name: str) -> bool:
@@ -601,10 +603,9 @@ class _Collector:
                     found.strangers.add(entry)
                 elif entry is not None:
                     kind, lock_key, owner = entry
-                    owner_model = lock_owner_model(item)
-                    if owner_model is not None and owner_model != self.scope.model.__name__:
-                        # Kept once per class name: the audited model's own, the default, not at all.
-                        found.owner_models[lock_key] = self.scope.class_names.setdefault(owner_model, owner_model)
+                    owner_model = self.scope.named.get(lock_owner_model(item) or "")
+                    if owner_model is not None and owner_model is not self.scope.model:  # The audited: the default.
+                        found.owner_models[lock_key] = owner_model
                     if kind == "retired":
                         found.retired.append((lock_key, owner))
                     elif self.lock_table.expired(item, self.now):
@@ -691,10 +692,9 @@ class _Collector:
         checks that it is still gone.
         """
         models = {key: self.records[key][0] for key in involved if key in self.records}
-        if owner is not None and owner not in models:
-            named = [m for m in self.scope.members if m.__name__ == self.owner_models.get(lock_key)]
-            if len(named) == 1:
-                models[owner] = named[0]
+        owner_model = self.owner_models.get(lock_key)
+        if owner is not None and owner not in models and owner_model is not None:
+            models[owner] = owner_model
         return models
 
     def report(self, model: type[UniqueMixin], *, records: int, locks: int) -> AuditReport:

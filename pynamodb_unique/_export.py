@@ -239,8 +239,8 @@ def json_key(text: str) -> RecordKey:
 # The join.
 
 _SCHEMA: Final = """
-CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR, state VARCHAR, owner_model VARCHAR);
-CREATE TABLE retired (lock_key VARCHAR, owner VARCHAR, owner_model VARCHAR);
+CREATE TABLE locks (lock_key VARCHAR, owner VARCHAR, state VARCHAR, owner_model INTEGER);
+CREATE TABLE retired (lock_key VARCHAR, owner VARCHAR, owner_model INTEGER);
 CREATE TABLE records (key VARCHAR, model INTEGER, vals BLOB);
 CREATE TABLE held (lock_key VARCHAR, holder VARCHAR, namespace VARCHAR, former BOOLEAN, state VARCHAR);
 """
@@ -316,22 +316,26 @@ class _Join:
         The rows are inserted on the writer thread while the next batch is read and sorted
         (DuckDB releases the GIL); at most one batch waits, so memory stays bounded.
         """
-        lock_rows, retired, owner_models = found.locks, found.retired, found.owner_models
+        lock_rows, retired = found.locks, found.retired
         inserts: list[_Insert] = [
             (
                 "locks",
-                ("VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"),
+                ("VARCHAR", "VARCHAR", "VARCHAR", "INTEGER"),
                 [
                     [k for k, _, _ in lock_rows],
                     [key_text(o) for _, o, _ in lock_rows],
                     [s for _, _, s in lock_rows],
-                    [owner_models.get(k) for k, _, _ in lock_rows],
+                    [self._owner_model(found, k) for k, _, _ in lock_rows],
                 ],
             ),
             (
                 "retired",
-                ("VARCHAR", "VARCHAR", "VARCHAR"),
-                [[k for k, _ in retired], [key_text(o) for _, o in retired], [owner_models.get(k) for k, _ in retired]],
+                ("VARCHAR", "VARCHAR", "INTEGER"),
+                [
+                    [k for k, _ in retired],
+                    [key_text(o) for _, o in retired],
+                    [self._owner_model(found, k) for k, _ in retired],
+                ],
             ),
         ]
         keys: list[Any] = []
@@ -352,6 +356,11 @@ class _Join:
         inserts.append(("held", ("VARCHAR", "VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"), held))
         self.flush()
         self.pending = self.writer.submit(self._insert, inserts)
+
+    def _owner_model(self, found: Sorted, lock_key: str) -> int | None:
+        """The index of a lock's owner model (:attr:`Sorted.owner_models`), as ``records.model`` numbers models."""
+        model = found.owner_models.get(lock_key)
+        return None if model is None else self.models.setdefault(model, len(self.models))
 
     def flush(self) -> None:
         """Wait for the rows being inserted (and raise what inserting them raised)."""
@@ -379,13 +388,13 @@ class _Join:
         while rows := cursor.fetchmany(BATCH):
             found = Sorted()
             found.locks.extend((lock_key, key_of(owner), state) for lock_key, owner, state, _ in rows)
-            found.owner_models.update((lock_key, model) for lock_key, _, _, model in rows if model is not None)
+            found.owner_models.update((lock_key, models[model]) for lock_key, _, _, model in rows if model is not None)
             yield found
         cursor = self.db.execute("SELECT * FROM retired")
         while rows := cursor.fetchmany(BATCH):
             found = Sorted()
             found.retired.extend((lock_key, key_of(owner)) for lock_key, owner, _ in rows)
-            found.owner_models.update((lock_key, model) for lock_key, _, model in rows if model is not None)
+            found.owner_models.update((lock_key, models[model]) for lock_key, _, model in rows if model is not None)
             yield found
         cursor = self.db.execute(_SOME_RECORDS)
         while rows := cursor.fetchmany(BATCH):

@@ -58,32 +58,30 @@ class _OTel:
             CONSUMED_WCU, unit="{WCU}", description="Write capacity consumed by the library's writes"
         )
 
-        #: Whether a tracer (a meter) provider was configured when last looked up, and when to
-        #: look again (``time.monotonic()``); read directly by the functions every write calls.
-        self.traced = False
-        self.metered = False
-        self.next_check = 0.0
+        self._tracing = False
+        self._metering = False
+        self._next_check = 0.0
 
     def _check(self) -> None:
         now = time.monotonic()
-        if now < self.next_check:
+        if now < self._next_check:
             return
-        self.next_check = now + RECHECK_SECONDS
+        self._next_check = now + RECHECK_SECONDS
         # The API's own providers (proxy, no-op) live in the API's modules and record nothing.
-        self.traced = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
-        self.metered = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
+        self._tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
+        self._metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
 
     def tracing(self) -> bool:
         """Whether a tracer provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self.traced and time.monotonic() >= self.next_check:
+        if not self._tracing and time.monotonic() >= self._next_check:
             self._check()
-        return self.traced
+        return self._tracing
 
     def metering(self) -> bool:
         """Whether a meter provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self.metered and time.monotonic() >= self.next_check:
+        if not self._metering and time.monotonic() >= self._next_check:
             self._check()
-        return self.metered
+        return self._metering
 
 
 _UNSET: Final = object()
@@ -195,8 +193,7 @@ def _violated(exc: BaseException | None) -> list[str]:
 def start(operation: str, model: str) -> Write | None:
     """A traced write (enter it with ``with``), or None when no tracer provider is configured."""
     facade = _otel_state if _otel_state is not _UNSET else otel()
-    # Run on every write: facade.tracing()'s first test inlined, the common answer without a call.
-    if facade is None or (not facade.traced and time.monotonic() < facade.next_check) or not facade.tracing():
+    if facade is None or not facade.tracing():
         return None
     return Write(facade, operation, model)
 
@@ -255,10 +252,7 @@ def consumed(response: Mapping[str, Any] | None, operation: str) -> None:
     """
     write = _current.get()
     facade = _otel_state if _otel_state is not _UNSET else otel()
-    if response is None or facade is None:
-        return
-    # Run on every write: facade.metering()'s first test inlined, the common answer without a call.
-    if write is None and ((not facade.metered and time.monotonic() < facade.next_check) or not facade.metering()):
+    if response is None or facade is None or (write is None and not facade.metering()):
         return
     units = capacity_units(response.get("ConsumedCapacity"))
     if units is None:
