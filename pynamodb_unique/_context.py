@@ -319,7 +319,7 @@ class ModelContext:
 
     def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
         """Remember what is stored under the instance's key (after a read or a write)."""
-        vars(instance)[SNAPSHOT] = (key or self.key(instance), stored)
+        setattr(instance, SNAPSHOT, (key or self.key(instance), stored))
 
     def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
         """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
@@ -360,11 +360,11 @@ class ModelContext:
             values = instance.attribute_values
             key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
             # A dict, not yet a Stored: known() reads it when first asked.
-            vars(instance)[SNAPSHOT] = (key, kept)
+            setattr(instance, SNAPSHOT, (key, kept))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
-        snapshot: tuple[tuple[Any, ...], Stored | dict[str, Any]] | None = vars(instance).get(SNAPSHOT)
+        snapshot: tuple[tuple[Any, ...], Stored | dict[str, Any]] | None = getattr(instance, SNAPSHOT, None)
         if snapshot is None:
             return None
         remembered, stored = snapshot
@@ -372,7 +372,7 @@ class ModelContext:
             return None
         if isinstance(stored, dict):  # A loaded item, not read yet.
             stored = self.item_view(stored)
-            vars(instance)[SNAPSHOT] = (remembered, stored)
+            setattr(instance, SNAPSHOT, (remembered, stored))
         return stored
 
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
