@@ -312,6 +312,8 @@ class Plan:
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
     #: The record's expiry after the write, serialized (``{"N": ...}``), which its lock puts carry.
     expires: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: :meth:`sent`'s answer, once asked.
+    _sent: list[PlanAction] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def transactional(self) -> bool:
@@ -320,7 +322,7 @@ class Plan:
 
     def sent(self) -> list[PlanAction]:
         """The actions in the order they are sent: condition checks, deletes, puts, updates (do not mutate)."""
-        cached: list[PlanAction] | None = self.__dict__.get("_sent")
+        cached = self._sent
         if cached is None:
             record, releases = self.record, self.releases
             # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
@@ -333,7 +335,7 @@ class Plan:
             cached = [*self.checks, *deletes, *puts]
             if record.op == "update":
                 cached.append(record)
-            self.__dict__["_sent"] = cached
+            self._sent = cached
         return cached
 
 
