@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from pynamodb.models import Model
 
 #: The instance attribute holding what an instance knows of its stored record: (key, Stored).
+#: Set with ``object.__setattr__``: a model's own ``__setattr__`` (one refusing names that are not
+#: its attributes, one marking the record changed) never sees it, and the instance keeps
+#: CPython's compact attribute layout, which writing into ``vars(instance)`` gives up (every
+#: later attribute read of the record then costs several times more).
 SNAPSHOT: Final = "_uniq_snapshot"
 
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
@@ -319,7 +323,7 @@ class ModelContext:
 
     def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
         """Remember what is stored under the instance's key (after a read or a write)."""
-        setattr(instance, SNAPSHOT, (key or self.key(instance), stored))
+        object.__setattr__(instance, SNAPSHOT, (key or self.key(instance), stored))
 
     def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
         """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
@@ -360,7 +364,7 @@ class ModelContext:
             values = instance.attribute_values
             key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
             # A dict, not yet a Stored: known() reads it when first asked.
-            setattr(instance, SNAPSHOT, (key, kept))
+            object.__setattr__(instance, SNAPSHOT, (key, kept))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
@@ -372,7 +376,7 @@ class ModelContext:
             return None
         if isinstance(stored, dict):  # A loaded item, not read yet.
             stored = self.item_view(stored)
-            setattr(instance, SNAPSHOT, (remembered, stored))
+            object.__setattr__(instance, SNAPSHOT, (remembered, stored))
         return stored
 
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:

@@ -292,3 +292,45 @@ def test_fractional_ttl__lazy_view_is_the_load__no_lock_moves_for_it(moto_backen
     with RequestCounter(model) as counter:
         loaded.save()
     assert counter.operations == ["PutItem"]  # No unique value moved: no lock is put again.
+
+
+# --- the snapshot stays out of the model's own attribute hooks ----------------------------------
+
+
+class StrictLz(UniqueMixin, Model):
+    """A model whose own ``__setattr__`` refuses names that are not its attributes (a guard against typos)."""
+
+    class Meta:
+        table_name = "review-lazy-strict"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Email"))
+    bio = UnicodeAttribute(null=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "attribute_values" and name not in self.get_attributes():
+            msg = f"{type(self).__name__} has no attribute {name!r}"
+            raise AttributeError(msg)
+        super().__setattr__(name, value)
+
+
+def test_snapshot__model_with_own_setattr__writes_and_loads_work(moto_backend: None) -> None:
+    """The snapshot is the library's plumbing: a model's own ``__setattr__`` never sees it.
+
+    With ``setattr`` the guard above refused ``_uniq_snapshot`` after the first save and every
+    load; ``vars(instance)`` bypassed it but cost every later attribute read of the record.
+    """
+    model: Any = bind_model(StrictLz, MOTO)
+    record = model(pk="p1", email="a@x.io")
+    record.save()
+    loaded = model.get("p1")
+    loaded.update(actions=[model.email.set("b@x.io")])
+    loaded.email = "c@x.io"
+    loaded.save()
+    assert _owner(model, "c@x.io") == ("p1",)
+    assert _owner(model, "a@x.io") is None
+    assert _owner(model, "b@x.io") is None
+    with pytest.raises(AttributeError, match="emial"):
+        loaded.emial = "typo@x.io"  # The model's own guard still works.
+    assert "_uniq_snapshot" not in model.get_attributes()
