@@ -345,7 +345,7 @@ class _Join:
         for key, model, vals, locks in found.records:
             text = key_text(key)
             keys.append(text)
-            models.append(self.models.setdefault(model, len(self.models)))
+            models.append(self._index(model))
             values.append(pickle.dumps(vals, protocol=pickle.HIGHEST_PROTOCOL))
             # The state its locks should have, compared in the join with what they have.
             state = record_state(model, vals)
@@ -357,10 +357,14 @@ class _Join:
         self.flush()
         self.pending = self.writer.submit(self._insert, inserts)
 
+    def _index(self, model: type[UniqueMixin]) -> int:
+        """A model's number in ``records.model`` and the locks' ``owner_model`` columns."""
+        return self.models.setdefault(model, len(self.models))
+
     def _owner_model(self, found: Sorted, lock_key: str) -> int | None:
-        """The index of a lock's owner model (:attr:`Sorted.owner_models`), as ``records.model`` numbers models."""
+        """The number of a lock's owner model (:attr:`Sorted.owner_models`), None when it is the audited one."""
         model = found.owner_models.get(lock_key)
-        return None if model is None else self.models.setdefault(model, len(self.models))
+        return None if model is None else self._index(model)
 
     def flush(self) -> None:
         """Wait for the rows being inserted (and raise what inserting them raised)."""
