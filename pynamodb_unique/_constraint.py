@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
@@ -12,13 +12,15 @@ from typing import Any, Final, TypeVar
 from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
-from ._keys import encode_part, hashed_lock_key, lock_key
+from ._keys import encode_part, hashed_lock_key, lock_prefix, prefixed_lock_key
 from ._messages import SAMPLES, check_message, describe
 from .exceptions import DEFAULT_CODE, InvalidUniqueValue, UniqueConfigError, Violation
 
 _A = TypeVar("_A", bound=Attribute[Any])
 
 Normalizer = Callable[[Any], Any]
+#: One attribute of a constraint as :meth:`Constraint.key` encodes it (see ``Constraint._steps``).
+_Step = tuple[str, str, Normalizer | None, Callable[[Any], Any] | None]
 
 #: Attribute of a lock item naming the owner record's hash key value.
 OWNER_HASH: Final = "uniq_owner_hash"
@@ -241,6 +243,19 @@ class Constraint:
     code: str = field(default=DEFAULT_CODE, compare=False)
     former: Constraint | None = field(default=None, repr=False, compare=False)
     hold: timedelta | None = field(default=None, compare=False)
+    #: What :meth:`key` needs, computed once: the lock prefix, and per attribute its name, its
+    #: DynamoDB type, the normalizer and the attribute's ``serialize`` (None: PynamoDB's own,
+    #: which returns the value as it is).
+    _prefix: str = field(init=False, repr=False, compare=False)
+    _steps: tuple[_Step, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefix", lock_prefix(self.name))
+        steps = (
+            (name, a.attr_type, normalize, None if type(a).serialize is Attribute.serialize else a.serialize)
+            for name, a, normalize in zip(self.attributes, self.model_attributes, self.normalizers, strict=True)
+        )
+        object.__setattr__(self, "_steps", tuple(steps))
 
     @property
     def hashed(self) -> bool:
@@ -284,7 +299,7 @@ class Constraint:
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
         """Return this constraint's values, in order, from a mapping of attribute values."""
-        return tuple(source.get(a) for a in self.attributes)
+        return tuple(map(source.get, self.attributes))
 
     def key(self, values: tuple[Any, ...]) -> str | None:
         """Return the lock key for ``values``, or None when any part is None (no lock).
@@ -293,31 +308,69 @@ class Constraint:
 
         Raises:
             InvalidUniqueValue: a value cannot be normalized or encoded.
+            ValueError: ``values`` is not one value per attribute of the constraint.
         """
-        if any(v is None for v in values):
-            return None
-        parts = []
-        for attr_name, attribute, normalize, value in zip(
-            self.attributes, self.model_attributes, self.normalizers, values, strict=True
-        ):
-            try:
-                normalized = normalize(value) if normalize is not None else value
-                serialized = attribute.serialize(normalized)
-            except InvalidUniqueValue:
-                raise
-            except Exception as exc:
-                msg = f"{attr_name} {value!r} cannot be made a unique key: {exc}"
-                raise InvalidUniqueValue(msg) from exc
-            if serialized is None:
+        steps = self._steps
+        if len(values) != len(steps):
+            msg = f"constraint {self.name} takes {len(steps)} values, got {len(values)}"
+            raise ValueError(msg)
+        for value in values:
+            if value is None:
                 return None
-            try:
-                parts.append(encode_part(attribute.attr_type, serialized))
-            except InvalidUniqueValue as exc:
-                msg = f"{attr_name} {value!r}: {exc.msg}"
-                raise InvalidUniqueValue(msg) from None
+        parts = []
+        # Lengths checked above: zip(strict=True) would cost a keyword call on every key.
+        for step, value in zip(steps, values):  # noqa: B905
+            part = _encoded(step, value)
+            if part is None:
+                return None
+            parts.append(part)
+        return self._joined(parts)
+
+    def key_of(self, source: Mapping[str, Any]) -> str | None:
+        """``key(values(source))``: the lock key of the values in a mapping of attribute values.
+
+        A constraint of one attribute, the usual one, reads it without building a tuple.
+
+        Raises:
+            InvalidUniqueValue: a value cannot be normalized or encoded.
+        """
+        steps = self._steps
+        if len(steps) != 1:
+            return self.key(self.values(source))
+        step = steps[0]
+        value = source.get(step[0])
+        part = None if value is None else _encoded(step, value)
+        return None if part is None else self._joined((part,))
+
+    def _joined(self, parts: Sequence[str]) -> str:
+        """The key of the encoded parts: plain (or its digest form), or the keyed digest of a hashed constraint."""
         if self.secret is not None:
             return hashed_lock_key(self.name, parts, self.secret())
-        return lock_key(self.name, parts)
+        return prefixed_lock_key(self._prefix, parts)
+
+
+def _encoded(step: _Step, value: Any) -> str | None:
+    """One value's part of a lock key (None: the attribute serializes it to None, no lock).
+
+    Raises:
+        InvalidUniqueValue: the value cannot be normalized or encoded.
+    """
+    attr_name, attr_type, normalize, serialize = step
+    try:
+        normalized = value if normalize is None else normalize(value)
+        serialized = normalized if serialize is None else serialize(normalized)
+    except InvalidUniqueValue:
+        raise
+    except Exception as exc:
+        msg = f"{attr_name} {value!r} cannot be made a unique key: {exc}"
+        raise InvalidUniqueValue(msg) from exc
+    if serialized is None:
+        return None
+    try:
+        return encode_part(attr_type, serialized)
+    except InvalidUniqueValue as exc:
+        msg = f"{attr_name} {value!r}: {exc.msg}"
+        raise InvalidUniqueValue(msg) from None
 
 
 def _refuse_nested(model: str, path: str, attribute: Attribute[Any], seen: set[type]) -> None:

@@ -83,11 +83,12 @@ def encode_part(attr_type: str, serialized: object) -> str:
         InvalidUniqueValue: the type cannot be part of a lock key.
     """
     if attr_type == STRING and isinstance(serialized, str):
-        try:
-            serialized.encode("utf-8")
-        except UnicodeEncodeError:
-            msg = f"{serialized!r} is not valid Unicode (lone surrogate); DynamoDB cannot store it"
-            raise InvalidUniqueValue(msg) from None
+        if not serialized.isascii():  # ASCII holds no surrogate: the encoding check is skipped.
+            try:
+                serialized.encode("utf-8")
+            except UnicodeEncodeError:
+                msg = f"{serialized!r} is not valid Unicode (lone surrogate); DynamoDB cannot store it"
+                raise InvalidUniqueValue(msg) from None
         return serialized.replace("%", "%25").replace("#", "%23")
     if attr_type == NUMBER and isinstance(serialized, str):
         return "%N" + canonical_number(serialized)
@@ -102,11 +103,17 @@ def lock_key(name: str, parts: Sequence[str]) -> str:
 
     Keys longer than DynamoDB's 2048-byte partition-key limit become a digest form.
     """
-    key = lock_prefix(name) + "#".join(parts)
-    if len(key.encode("utf-8")) <= MAX_PARTITION_KEY_BYTES:
+    return prefixed_lock_key(lock_prefix(name), parts)
+
+
+def prefixed_lock_key(prefix: str, parts: Sequence[str]) -> str:
+    """:func:`lock_key` for the constraint whose :func:`lock_prefix` is ``prefix`` (computed once by the caller)."""
+    key = prefix + "#".join(parts)
+    # A character is at most 4 bytes of UTF-8: a short key is not encoded to be measured.
+    if len(key) <= MAX_PARTITION_KEY_BYTES // 4 or len(key.encode("utf-8")) <= MAX_PARTITION_KEY_BYTES:
         return key
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
-    return lock_prefix(name) + DIGEST_MARKER + digest
+    return prefix + DIGEST_MARKER + digest
 
 
 def hashed_lock_key(name: str, parts: Sequence[str], secret: bytes) -> str:

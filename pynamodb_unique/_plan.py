@@ -566,7 +566,7 @@ class Planner:
 
     def key(self, constraint: Constraint, values: Mapping[str, Any]) -> str | None:
         """Lock key of one constraint's current form (None: no lock) for a mapping of attribute values."""
-        key = constraint.key(constraint.values(values))
+        key = constraint.key_of(values)
         return key if key is not None and self.applies(constraint, values) else None
 
     def form_keys(self, constraint: Constraint, values: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -575,10 +575,11 @@ class Planner:
         The former key is None without a former form, and when it equals the current key: a
         transaction may not touch one item twice, and one lock serves both forms.
         """
-        parts = constraint.values(values)
-        current = constraint.key(parts)
-        former = constraint.former.key(parts) if constraint.former is not None else None
-        if (current is None and former is None) or not self.applies(constraint, values):
+        current = constraint.key_of(values)
+        former = constraint.former.key_of(values) if constraint.former is not None else None
+        if (current is None and former is None) or (
+            constraint.condition is not None and not self.applies(constraint, values)
+        ):
             return None, None
         return current, None if former == current else former
 

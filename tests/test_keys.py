@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
@@ -121,6 +122,45 @@ def test_lock_key__boundary_2048_bytes() -> None:
     assert lock_key("N", ["a" * (2049 - len(prefix))]).startswith(prefix + "%H")
 
 
+@pytest.mark.parametrize("char", ["a", "é", "€", "😀"])
+def test_lock_key__boundary_2048_bytes_multibyte(char: str) -> None:
+    """Measured in bytes of UTF-8 for 1- to 4-byte characters, past the short-key shortcut (512 characters)."""
+    prefix = "UNIQ#N#"
+    width = len(char.encode())
+    fits = (MAX_PARTITION_KEY_BYTES - len(prefix)) // width
+    assert lock_key("N", [char * fits]) == prefix + char * fits
+    assert lock_key("N", [char * (fits + 1)]).startswith(prefix + "%H")
+
+
+@given(st.text(alphabet=st.sampled_from("aé€😀"), min_size=400, max_size=2100))
+def test_lock_key__digest_iff_over_2048_bytes(value: str) -> None:
+    """A key is a digest exactly when its plain form exceeds 2048 bytes (Hypothesis)."""
+    plain = "UNIQ#N#" + value
+    key = lock_key("N", [value])
+    assert (key == plain) == (len(plain.encode()) <= MAX_PARTITION_KEY_BYTES)
+
+
+def test_key__wrong_number_of_values__refused() -> None:
+    """One value per attribute of the constraint, or a ValueError (never a key of some of them)."""
+    with pytest.raises(ValueError, match="takes 2 values, got 1"):
+        PAIR.key(("acme",))
+    with pytest.raises(ValueError, match="takes 1 values, got 2"):
+        EMAIL.key(("a@x.io", "b@x.io"))
+
+
+class _Upper(UnicodeAttribute):
+    """A string attribute whose own ``serialize`` changes the value."""
+
+    def serialize(self, value: str) -> str:
+        return value.upper()
+
+
+def test_key__attribute_serialize__used_when_overridden() -> None:
+    """A key is built from what the attribute serializes (an override of PynamoDB's ``serialize`` runs)."""
+    assert _constraint("U", _Upper()).key(("ab",)) == "UNIQ#U#AB"
+    assert _constraint("U", UnicodeAttribute()).key(("ab",)) == "UNIQ#U#ab"
+
+
 _text = st.text(alphabet=st.sampled_from("ab#%\\|23HNB:é😀"), max_size=6)
 
 
@@ -142,3 +182,21 @@ def test_key__numbers_equal_iff_keys_equal(left: object, right: object) -> None:
     """Two numbers share a key exactly when they are equal (Hypothesis)."""
     same_key = canonical_number(str(left)) == canonical_number(str(right))
     assert same_key == (Decimal(str(left)) == Decimal(str(right)))
+
+
+_maybe_text = st.one_of(st.none(), st.text(alphabet=st.sampled_from("aB#%é😀\ud800"), max_size=4))
+
+
+@given(_maybe_text, _maybe_text)
+def test_key_of__same_as_key_of_the_values(first: str | None, second: str | None) -> None:
+    """``key_of(mapping)`` (one attribute: no tuple built) gives ``key(values(mapping))``, or its error (Hypothesis)."""
+
+    def outcome(compute: Callable[[], str | None]) -> str | None:
+        try:
+            return compute()
+        except InvalidUniqueValue as error:
+            return f"refused: {error.msg}"
+
+    for constraint, source in ((EMAIL, {"a0": first}), (PAIR, {"a0": first, "a1": second}), (EMAIL, {})):
+        expected = outcome(lambda: constraint.key(constraint.values(source)))  # noqa: B023 - called at once.
+        assert outcome(lambda: constraint.key_of(source)) == expected  # noqa: B023 - called at once.
