@@ -94,6 +94,14 @@ class ModelContext:
         self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
         # Where the unique attributes are stored: what a load keeps of the item (remember_loaded).
         self._stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
+        # Per unique attribute: its name, where it is stored, and whether it is a plain
+        # UnicodeAttribute, whose stored "S" text is its Python value as a load gives it.
+        self._unique_stored = tuple(
+            (name, attr_name, type(attributes[name]) is UnicodeAttribute)
+            for name, attr_name in zip(planner.unique_names, self._stored_names, strict=True)
+        )
+        # What a load gives each attribute an item lacks (fixed_default), read once.
+        self._fixed_defaults = {name: fixed_default(a) for name, a in attributes.items()}
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
         self._locks: LockTable | None = None
@@ -381,9 +389,12 @@ class ModelContext:
 
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
-        attributes = self.attributes
-        names = self.planner.unique_names
-        return {name: self._python_value(name, item.get(attributes[name].attr_name)) for name in names}
+        values = {}
+        for name, attr_name, plain in self._unique_stored:
+            serialized = item.get(attr_name)
+            text = serialized.get(STRING) if plain and serialized else None
+            values[name] = text if type(text) is str else self._python_value(name, serialized)
+        return values
 
     # Update actions.
 
@@ -429,9 +440,9 @@ class ModelContext:
         An attribute absent or NULL has its fixed default (None without one); a value is set as
         a load sets it.
         """
-        attribute = self.attributes[name]
         if not serialized or NULL in serialized:
-            return fixed_default(attribute)
+            return self._fixed_defaults[name]
+        attribute = self.attributes[name]
         value = attribute.deserialize(attribute.get_value(serialized))
         if type(value) in _IMMUTABLE and name not in self._set_hooks:
             return value

