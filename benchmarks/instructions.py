@@ -62,14 +62,10 @@ LAST_LEVEL: Final = ("ILmr", "DLmr", "DLmw")
 MISPREDICTED: Final = ("Bcm", "Bim")
 
 
-def _items(n: int) -> list[dict[str, Any]]:
-    return [{**bench.STORED_ITEM, "PK": {"S": f"ACCT#{i}"}} for i in range(n)]
-
-
 def _variant(operation: str, contender: str) -> bench.Variant:
     if operation == LOAD:
         model = bench.UniqueAccount if contender == bench.LIB else bench.PlainAccount
-        return bench.Variant(_items, model.from_raw_data)
+        return bench.Variant(bench.stored_items, model.from_raw_data)
     if contender == bench.PYNAMODB_ON_UNIQUE:
         return bench.UPDATE_FLOOR[contender]
     return bench.CPU_OPERATIONS[operation][contender]
