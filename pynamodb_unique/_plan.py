@@ -725,7 +725,9 @@ class Planner:
             old_keys = old_planner.held_keys(c, stored)
             new_keys = old_planner.form_keys(c, desired)
             if after is not None:
-                after.update(zip(c_slots, new_keys, strict=False))
+                # The current form's slot, and the former's when kept (zip's default: shortest,
+                # without the keyword call strict=False costs).
+                after.update(zip(c_slots, new_keys))  # noqa: B905
             # Each form's lock moves on its own; a key held before and after (in either form) stays.
             old, new = _forms(old_keys), _forms(new_keys)
             for key, former in old.items():
