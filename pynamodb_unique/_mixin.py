@@ -192,10 +192,10 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
             raise InvalidUniqueValue(msg)
         # A value of None is stored as no attribute, which loads as the attribute's fixed default.
-        parts = constraint.values(context.planner.as_loaded(values))
-        keys = [constraint.key(parts)]
+        loaded = context.planner.as_loaded(values)
+        keys = [constraint.key_of(loaded)]
         if constraint.former is not None:
-            keys.append(constraint.former.key(parts))
+            keys.append(constraint.former.key_of(loaded))
         locks = context.locks()
         # The current form first; during a migration, the former form when the current is free.
         for key in dict.fromkeys(k for k in keys if k is not None):
