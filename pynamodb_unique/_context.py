@@ -42,10 +42,34 @@ SNAPSHOT: Final = "_uniq_snapshot"
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
 
+_PREFIX_LENGTH: Final = len(LOCK_PREFIX)
+
+#: A setting absent from a Meta class's own namespace.
+_UNSET: Final = object()
+
 #: Python types whose values cannot change in place: a snapshot may share them with the instance.
 _IMMUTABLE: Final = frozenset(
     {str, int, float, bool, bytes, decimal.Decimal, datetime.datetime, datetime.date, datetime.timedelta}
 )
+
+
+def meta_value(meta: Any, name: str, default: Any) -> Any:
+    """``getattr(meta, name, default)`` for a plain setting of a Meta class, without an exception when it is unset.
+
+    Read on every write: on CPython 3.11 a class lookup that misses raises an AttributeError,
+    formatting its message, before ``getattr`` returns the default (about 1,900 instructions,
+    and code no other part of a write runs). The classes Meta inherits from are searched as
+    ``getattr`` does; a value stored as a descriptor (a staticmethod, a property) is returned
+    as stored, so settings that may be callables are read with ``getattr``.
+    """
+    classes = getattr(meta, "__mro__", None)
+    if classes is None:  # Not a class: an object standing for Meta.
+        return getattr(meta, name, default)
+    for klass in classes:
+        found = klass.__dict__.get(name, _UNSET)
+        if found is not _UNSET:
+            return found
+    return default
 
 
 def context_of(model: type[Any]) -> ModelContext | None:
@@ -112,7 +136,7 @@ class ModelContext:
     @property
     def retry_attempts(self) -> int:
         """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``."""
-        attempts: int = getattr(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+        attempts: int = meta_value(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         return attempts
 
     @property
@@ -250,7 +274,9 @@ class ModelContext:
         """
         raw = instance.attribute_values.get(self.hash_name)
         hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
-        if not (isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX)):
+        # A slice, not str.startswith: every write checks, and startswith parses its arguments
+        # with code no other part of a write runs (cache misses from a cold cache).
+        if not (isinstance(hash_key, str) and hash_key[:_PREFIX_LENGTH] == LOCK_PREFIX):
             return
         # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
         if not getattr(self.model.Meta, "unique_lock_table", None):

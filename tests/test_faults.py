@@ -29,11 +29,12 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _invariant import actual_locks, assert_invariant, raw_items
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from models import Account
 from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError
 
 from pynamodb_unique import IdempotencyMismatch, TransientError, UniqueViolation, _send
+from pynamodb_unique._context import meta_value
 
 PK = "ACCT#a1f9c3"
 ADA = "ada@lovelace.io"
@@ -541,6 +542,77 @@ def test_retryable_error__many_attempts__delays_capped(
     assert delays[-1] >= _send.RETRY_MAX_DELAY / 2, "the cap is reached"
     _assert_done(accounts, CREATE)
     SUMMARY.outcomes["TransactionConflict x11 with 12 attempts: delays capped, then succeeded"] += 1
+
+
+def test_retry_attempts__inherited_meta_setting__honoured(
+    accounts: type[Account], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``unique_retry_attempts`` set on a class the Meta inherits from counts, as ``getattr`` finds it.
+
+    The setting is read on every write without ``getattr`` (a miss raises inside it); a Meta
+    whose base holds the setting must still be read through.
+    """
+    _sleeps(monkeypatch)
+
+    class BaseMeta:
+        unique_retry_attempts = 2
+
+    own = {name: value for name, value in vars(accounts.Meta).items() if not name.startswith("__")}
+    monkeypatch.setattr(accounts, "Meta", type("Meta", (BaseMeta,), own))
+    account = CREATE.prepare(accounts)
+    with Faults(accounts) as faults, RequestCounter(accounts) as counter:
+        faults.answer_error("TransactWriteItems", "TransactionConflict", 5)
+        with pytest.raises(TransientError, match="after 2 attempts"):
+            account.save()
+    assert counter.count("TransactWriteItems") == 2
+
+
+@pytest.mark.parametrize("shape", ["own", "inherited", "unset", "overridden", "object"])
+def test_meta_value__any_meta_shape__getattr_answer(shape: str) -> None:
+    """The exception-free read of a Meta setting answers what ``getattr(meta, name, default)`` does."""
+
+    class Base:
+        unique_retry_attempts = 7
+
+    meta: Any
+    if shape == "own":
+        meta = type("Meta", (), {"unique_retry_attempts": 3})
+    elif shape == "inherited":
+        meta = type("Meta", (Base,), {})
+    elif shape == "unset":
+        meta = type("Meta", (), {"table_name": "t"})
+    elif shape == "overridden":
+        meta = type("Meta", (Base,), {"unique_retry_attempts": 1})
+    else:
+        meta = type("Settings", (), {"unique_retry_attempts": 4})()  # An instance standing for Meta.
+    assert meta_value(meta, "unique_retry_attempts", 5) == getattr(meta, "unique_retry_attempts", 5)
+
+
+def test_retrying__no_attempt__refused_before_any_call() -> None:
+    """Fewer than one attempt is a programming error, raised before anything is sent."""
+    calls: list[tuple[Any, ...]] = []
+    with pytest.raises(ValueError, match="at least 1"):
+        _send.retrying(lambda *args: calls.append(args), "a", attempts=0)
+    assert calls == []
+
+
+def test_retrying__resent__same_arguments_each_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every attempt gets the arguments built once: a resend is the same request."""
+    _sleeps(monkeypatch)
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem")
+    conflict = PynamoDBException("throttled", cause=throttled)
+    seen: list[tuple[Any, ...]] = []
+
+    def attempt(*args: Any) -> str:
+        seen.append(args)
+        if len(seen) < 3:
+            raise conflict
+        return "sent"
+
+    items = [{"Put": {}}]
+    assert _send.retrying(attempt, "connection", items, "token", attempts=3) == "sent"
+    assert seen == [("connection", items, "token")] * 3
+    assert all(args[1] is items for args in seen)
 
 
 def test_retryable_error__single_item_transaction_conflict__retried(
