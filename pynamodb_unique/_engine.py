@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 #: How many plans one operation may send: the first, then at most three re-plans.
 MAX_PLANS: Final = 4
+#: The plans' numbers from 0, iterated without building a range on every write.
+_STEPS: Final = tuple(range(MAX_PLANS))
 #: The method a caller called, by record operation: spans and logs name the method.
 METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
 
@@ -198,7 +200,7 @@ def _write(
     locks = context.locks()
     # A caller's token resent keeps its first request's clock (expiring locks carry the time).
     now = request_clock(base_token) if locks.expiring else None
-    for step in range(MAX_PLANS):
+    for step in _STEPS:
         plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours) if not_ours else _NONE)
         request = build_request(
             context,

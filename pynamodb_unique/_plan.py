@@ -326,12 +326,11 @@ class Plan:
         if cached is None:
             record, releases = self.record, self.releases
             # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
-            deletes: list[PlanAction] = [r for r in releases if r.op == "delete"]
-            puts: list[PlanAction] = [*(r for r in releases if r.op == "put"), *self.puts]
-            if record.op == "put":
-                puts.insert(0, record)
-            elif record.op == "delete":
-                deletes.insert(0, record)
+            deletes: list[PlanAction] = [record] if record.op == "delete" else []
+            deletes += [r for r in releases if r.op == "delete"]
+            puts: list[PlanAction] = [record] if record.op == "put" else []
+            puts += [r for r in releases if r.op == "put"]
+            puts += self.puts
             cached = [*self.checks, *deletes, *puts]
             if record.op == "update":
                 cached.append(record)
@@ -771,7 +770,11 @@ class Planner:
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
         held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
-        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
-        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
+        if not not_ours:  # The first plan: every lock is released (no key hashed to look in an empty set).
+            releases = tuple([LockRelease(c, key, former) for c, key, former in held])
+            checks: tuple[LockNotOurs, ...] = ()
+        else:
+            releases = tuple([LockRelease(c, key, former) for c, key, former in held if key not in not_ours])
+            checks = tuple([LockNotOurs(c, key, former) for c, key, former in held if key in not_ours])
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
         return Plan(RecordWrite("delete", guard), releases, (), stored, checks)

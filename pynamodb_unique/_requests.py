@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
     from ._context import ModelContext
 
+#: Value placeholders ``:0``, ``:1``... of a guard's condition, numbered as its values come.
+_PLACEHOLDERS: Final = tuple(f":{i}" for i in range(64))
+
 #: The single-item operation of each record write.
 OPERATIONS: Final = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
 
@@ -128,7 +131,9 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
     expression, names = text
     kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
     if values:
-        kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(values)}
+        # Placeholders numbered in order, taken from a table (no number formatted per write).
+        numbered = _PLACEHOLDERS if len(values) <= len(_PLACEHOLDERS) else [f":{i}" for i in range(len(values))]
+        kwargs["ExpressionAttributeValues"] = dict(zip(numbered, values))  # noqa: B905 - as many as values or more.
     return kwargs
 
 

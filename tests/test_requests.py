@@ -12,7 +12,7 @@ from pynamodb.constants import ALL_OLD
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
-from pynamodb_unique import UniqueAttribute, UniqueMixin
+from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
 from pynamodb_unique._plan import Stored
 from pynamodb_unique._requests import record_kwargs
 
@@ -102,3 +102,25 @@ def test_guarded_write__polymorphic_class_in_condition(moto_backend: None) -> No
         built = record_kwargs(cat, plan.record, None, None, add_version_condition=True)
         assert built == _slow(cat, op, plan.record.condition)
         assert {"S": "cat"} in built["ExpressionAttributeValues"].values()
+
+
+def test_guarded_delete__more_values_than_placeholder_table__equals_pynamodb_builder() -> None:
+    """A guard of more values than the table of numbered placeholders still numbers them as PynamoDB does.
+
+    Thirty-five compound constraints over seventy attributes, all absent: the delete's
+    compare-and-swap holds one NULL check per attribute.
+    """
+    constraints = [UniqueConstraint(f"a{i}", f"b{i}") for i in range(35)]
+    meta = {"table_name": "wide", "region": "us-east-1", "host": "http://localhost:1", "unique_constraints": constraints}
+    names = [f"{side}{i}" for i in range(35) for side in "ab"]
+    namespace: dict[str, Any] = {
+        "Meta": type("Meta", (), meta),
+        "pk": UnicodeAttribute(hash_key=True),
+        **{name: UnicodeAttribute(null=True) for name in names},
+    }
+    wide: Any = type("Wide", (UniqueMixin, Model), namespace)
+    instance = wide(pk="w1")
+    plan = wide._uniq_planner.delete(Stored(exists=True, values=dict.fromkeys(names)))
+    built = record_kwargs(instance, plan.record, None, None, add_version_condition=True)
+    assert len(built["ExpressionAttributeValues"]) == 70
+    assert built == _slow(instance, "delete", plan.record.condition)
