@@ -117,9 +117,13 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
 Desire = Callable[[Stored], dict[str, Any]]
 
 
-@dataclass(slots=True)
+@dataclass
 class Intent:
-    """One write as the caller asked for it."""
+    """One write as the caller asked for it.
+
+    A plain dataclass, as the plan's are: its fields are read through the instance dictionary
+    like theirs (slots would be code of their own to run on every write).
+    """
 
     op: RecordOp
     condition: Condition | None

@@ -10,7 +10,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NamedTuple, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -132,11 +133,13 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
 _TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
-class Request(NamedTuple):
+@dataclass
+class Request:
     """A plan turned into DynamoDB operation arguments, one dict per sent action.
 
-    A named tuple: one is made for every write, and a tuple is made in a fraction of a frozen
-    dataclass's time.
+    A plain dataclass, as the plan's are: a named tuple's ``__new__`` goes through code of its
+    own on every write (``tuple.__new__``), and a frozen dataclass's ``__init__`` through
+    ``object.__setattr__``.
     """
 
     plan: Plan
