@@ -89,6 +89,8 @@ def encode_part(attr_type: str, serialized: object) -> str:
             except UnicodeEncodeError:
                 msg = f"{serialized!r} is not valid Unicode (lone surrogate); DynamoDB cannot store it"
                 raise InvalidUniqueValue(msg) from None
+        if "%" not in serialized and "#" not in serialized:  # Most values: nothing to escape, nothing copied.
+            return serialized
         return serialized.replace("%", "%25").replace("#", "%23")
     if attr_type == NUMBER and isinstance(serialized, str):
         return "%N" + canonical_number(serialized)
