@@ -416,9 +416,13 @@ class ModelContext:
     def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
         values = {}
+        defaults = self._fixed_defaults
         for name, attr_name, plain in self._unique_stored:
             serialized = item.get(attr_name)
-            text = serialized.get(STRING) if plain and serialized else None
+            if serialized is None:  # Absent: its fixed default, as a load gives it.
+                values[name] = defaults[name]
+                continue
+            text = serialized.get(STRING) if plain else None
             values[name] = text if type(text) is str else self._python_value(name, serialized)
         return values
 
