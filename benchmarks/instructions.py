@@ -5,7 +5,7 @@ Run from the repository root (needs valgrind: ``apt-get install valgrind``)::
     python benchmarks/instructions.py             # about 2 minutes on 2 cores
     python benchmarks/instructions.py --ops 500   # more operations per contender
     python benchmarks/instructions.py delete      # some operations only
-    python benchmarks/instructions.py --cold      # cache lines fetched from a cold cache (3 min)
+    python benchmarks/instructions.py --cold      # cache lines fetched from a cold cache (10 min)
 
 Besides the CPU section's operations, it counts a record's load (``from_raw_data``, what get,
 query and scan do with each item) on the library's model and on the plain one.
@@ -32,7 +32,8 @@ lines of 64 bytes the operation then fetches (``ILmr + DLmr + DLmw``): the code 
 interpreter's) and the data (bytecode, objects, the request) it touches, its footprint. Two
 operations of equal instructions can differ there by half, and time follows it: timed with such
 a flush before each operation, a delete's library / minimal ratio was 1.49 where these lines
-gave 1.46. One child per contender (about 3 minutes for all).
+gave 1.45 (the code before the cuts they pointed to). One child per contender, two at a time
+(about 10 minutes for all).
 """
 
 from __future__ import annotations
