@@ -175,13 +175,21 @@ def measure_cold(ops: int, operations: Sequence[str]) -> list[tuple[str, str, di
         return [(op, who, _counts(out)) for (op, who), out in zip(measured, outs, strict=True)]
 
 
+def _table(title: str, columns: Sequence[str]) -> None:
+    """Print a title (counted by callgrind, under this Python) and the head of an (operation, contender) table."""
+    python = sys.version.split()[0]
+    print(f"{title}, counted by valgrind's callgrind (Python {python}):\n")
+    print("| " + " | ".join(["operation", "contender", *columns]) + " |")
+    print("|" + " --- |" * (len(columns) + 2))
+
+
 def report_cold(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) -> None:
     """Print the cache lines each operation fetches from a cold cache, and the library's ratios."""
     per = {(op, who): counts for op, who, counts in results}
-    python = sys.version.split()[0]
-    print(f"Per operation from a cold cache, {ops} operations per contender (callgrind, Python {python}):\n")
-    print("| operation | contender | instructions | code lines | data lines read | data lines written | lines |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    _table(
+        f"Per operation from a cold cache, {ops} operations per contender",
+        ["instructions", "code lines", "data lines read", "data lines written", "lines"],
+    )
     for op, who, counts in results:
         cells = [counts[name] / ops for name in ("Ir", *LAST_LEVEL)]
         cells.append(sum(cells[1:]))
@@ -253,10 +261,10 @@ def _ratios(top: dict[str, int], bottom: dict[str, int]) -> str:
 def report(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) -> None:
     """Print per-operation counts and the library's ratios."""
     per = {(op, who): counts for op, who, counts in results}
-    python = sys.version.split()[0]
-    print(f"Per operation, {ops} operations per contender, counted by valgrind's callgrind (Python {python}):\n")
-    print("| operation | contender | instructions | branches mispredicted | L1 misses | cycles (est.) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    _table(
+        f"Per operation, {ops} operations per contender",
+        ["instructions", "branches mispredicted", "L1 misses", "cycles (est.)"],
+    )
     for op, who, counts in results:
         mispredicted = sum(counts.get(n, 0) for n in MISPREDICTED) / ops
         misses = sum(counts.get(n, 0) for n in FIRST_LEVEL) / ops
