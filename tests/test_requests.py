@@ -111,7 +111,7 @@ def test_guarded_delete__more_values_than_placeholder_table__equals_pynamodb_bui
     compare-and-swap holds one NULL check per attribute.
     """
     constraints = [UniqueConstraint(f"a{i}", f"b{i}") for i in range(35)]
-    meta = {"table_name": "wide", "region": "us-east-1", "host": "http://localhost:1", "unique_constraints": constraints}
+    meta = {"table_name": "wide", "host": "http://localhost:1", "unique_constraints": constraints}
     names = [f"{side}{i}" for i in range(35) for side in "ab"]
     namespace: dict[str, Any] = {
         "Meta": type("Meta", (), meta),
