@@ -60,7 +60,8 @@ def meta_value(meta: Any, name: str, default: Any) -> Any:
     formatting its message, before ``getattr`` returns the default (about 1,900 instructions,
     and code no other part of a write runs). The classes Meta inherits from are searched as
     ``getattr`` does; a value stored as a descriptor (a staticmethod, a property) is returned
-    as stored, so settings that may be callables are read with ``getattr``.
+    as stored, and one only a metaclass of Meta provides is not seen: plain values only
+    (settings that may be callables are read with ``getattr``).
     """
     classes = getattr(meta, "__mro__", None)
     if classes is None:  # Not a class: an object standing for Meta.

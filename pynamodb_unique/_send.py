@@ -247,8 +247,8 @@ def retrying(
     Raises:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
-    if attempts < 1:
-        msg = "attempts must be at least 1"
+    if not isinstance(attempts, int) or attempts < 1:
+        msg = f"attempts must be an integer of at least 1, got {attempts!r}"
         raise ValueError(msg)
     # A counter, not range(): every write comes here once, and a range object is code that no
     # other part of a write runs (a cache miss more per write from a cold cache).
@@ -261,7 +261,7 @@ def retrying(
                 failed(exc)
             if not is_transient(exc):
                 raise
-            if attempt + 1 == attempts:
+            if attempt + 1 >= attempts:
                 _telemetry.transient(error_code(exc), attempts)
                 msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
                 raise TransientError(msg, exc) from exc

@@ -568,8 +568,9 @@ def test_retry_attempts__inherited_meta_setting__honoured(
 
 
 @pytest.mark.parametrize("shape", ["own", "inherited", "unset", "overridden", "object"])
-def test_meta_value__any_meta_shape__getattr_answer(shape: str) -> None:
-    """The exception-free read of a Meta setting answers what ``getattr(meta, name, default)`` does."""
+def test_meta_value__plain_setting_any_where__getattr_answer(shape: str) -> None:
+    """The exception-free read of a plain Meta setting answers what ``getattr(meta, name, default)`` does:
+    set on Meta, inherited, unset, overridden, or on an object standing for Meta."""
 
     class Base:
         unique_retry_attempts = 7
@@ -593,6 +594,16 @@ def test_retrying__no_attempt__refused_before_any_call() -> None:
     calls: list[tuple[Any, ...]] = []
     with pytest.raises(ValueError, match="at least 1"):
         _send.retrying(lambda *args: calls.append(args), "a", attempts=0)
+    assert calls == []
+
+
+@pytest.mark.parametrize("attempts", [2.5, "3", None])
+def test_retrying__attempts_not_an_integer__refused_before_any_call(attempts: Any) -> None:
+    """A count of attempts that is no integer is refused before anything is sent (a float could
+    otherwise never equal the attempt number and resend without end)."""
+    calls: list[tuple[Any, ...]] = []
+    with pytest.raises(ValueError, match="an integer of at least 1"):
+        _send.retrying(lambda *args: calls.append(args), attempts=attempts)
     assert calls == []
 
 
