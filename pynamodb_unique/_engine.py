@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 #: How many plans one operation may send: the first, then at most three re-plans.
 MAX_PLANS: Final = 4
-#: The plans' numbers from 0, iterated without building a range on every write.
-_STEPS: Final = tuple(range(MAX_PLANS))
 #: The method a caller called, by record operation: spans and logs name the method.
 METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
 
@@ -204,7 +202,9 @@ def _write(
     locks = context.locks()
     # A caller's token resent keeps its first request's clock (expiring locks carry the time).
     now = request_clock(base_token) if locks.expiring else None
-    for step in _STEPS:
+    # A counter, not range(): read at each turn, and no range object built on every write.
+    step = 0
+    while step < MAX_PLANS:
         plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours) if not_ours else _NONE)
         request = build_request(
             context,
@@ -230,6 +230,7 @@ def _write(
             assumed = _after_failure(context, instance, plan, failure, not_ours)
             if step + 1 < MAX_PLANS:
                 _telemetry.replanned(model_name, method, step + 2, MAX_PLANS)
+            step += 1
             continue
         _telemetry.consumed(response, method)
         return after_success(context, instance, intent, plan, desired, response)
