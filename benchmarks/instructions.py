@@ -39,13 +39,14 @@ gave 1.45 (the code before the cuts they pointed to). One child per contender, t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -100,40 +101,68 @@ def _step(run: Callable[[Any], object], _: object, item: Any) -> None:
     run(item)
 
 
-def child(ops: int, operations: Sequence[str]) -> None:
-    """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
+@contextlib.contextmanager
+def _served(run: str) -> Iterator[None]:
+    """What a child counts in: fake credentials, a dynoxide server, the models on fresh tables, a stubbed transport."""
     fake = "bench"
     os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=bench.REGION)
     os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     with bench.dynoxide() as host:
-        bench.bind(host, "instructions")
+        bench.bind(host, run)
         with bench.stubbed_transport():
-            for operation, contender in _selected(operations):
-                variant = _variant(operation, contender)
-                for item in variant.prepare(WARM_UP):  # Imports, caches, first connections: not counted.
-                    variant.run(item)
-                inputs = variant.prepare(ops)
-                functools.reduce(functools.partial(_step, variant.run), inputs, None)
+            yield
+
+
+def _warmed(operation: str, contender: str) -> bench.Variant:
+    """A contender's variant after its warm-up (imports, caches, first connections: not counted)."""
+    variant = _variant(operation, contender)
+    for item in variant.prepare(WARM_UP):
+        variant.run(item)
+    return variant
+
+
+def child(ops: int, operations: Sequence[str]) -> None:
+    """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
+    with _served("instructions"):
+        for operation, contender in _selected(operations):
+            variant = _warmed(operation, contender)
+            inputs = variant.prepare(ops)
+            functools.reduce(functools.partial(_step, variant.run), inputs, None)
 
 
 def cold_child(ops: int, operation: str, contender: str) -> None:
     """Run one contender ``ops`` times, each operation alone in ``functools.reduce`` after a flush of the caches."""
-    fake = "bench"
-    os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=bench.REGION)
-    os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     buffer = bytearray(FLUSH_BYTES)
     line = COLD_CACHE[2]
     zeros = bytes(FLUSH_BYTES // line)
-    with bench.dynoxide() as host:
-        bench.bind(host, "cold")
-        with bench.stubbed_transport():
-            variant = _variant(operation, contender)
-            for item in variant.prepare(WARM_UP):
-                variant.run(item)
-            step = functools.partial(_step, variant.run)
-            for item in variant.prepare(ops):
-                buffer[::line] = zeros  # Not counted, but simulated: evicts every line.
-                functools.reduce(step, [item], None)
+    with _served("cold"):
+        variant = _warmed(operation, contender)
+        step = functools.partial(_step, variant.run)
+        for item in variant.prepare(ops):
+            buffer[::line] = zeros  # Not counted, but simulated: evicts every line.
+            functools.reduce(step, [item], None)
+
+
+def _callgrind(out: str, *options: str) -> list[str]:
+    """valgrind's callgrind counting only in ``functools.reduce``, writing to ``out``, around this script's child."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--cache-sim=yes",
+        *options,
+        "--toggle-collect=functools_reduce",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        __file__,
+    ]
+
+
+def _succeeded(returncode: int, stderr: str) -> None:
+    """Raise (showing the end of valgrind's output) unless it exited with 0."""
+    if returncode != 0:
+        sys.stderr.write(stderr[-3000:])
+        msg = f"valgrind exited with {returncode}"
+        raise RuntimeError(msg)
 
 
 def measure_cold(ops: int, operations: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
@@ -144,21 +173,7 @@ def measure_cold(ops: int, operations: Sequence[str]) -> list[tuple[str, str, di
         outs = [Path(scratch) / f"cold.{i}" for i in range(len(measured))]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         commands = [
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--cache-sim=yes",
-                f"--LL={size},{ways},{line}",
-                "--toggle-collect=functools_reduce",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--cold-child",
-                op,
-                who,
-                "--ops",
-                str(ops),
-            ]
+            [*_callgrind(str(out), f"--LL={size},{ways},{line}"), "--cold-child", op, who, "--ops", str(ops)]
             for (op, who), out in zip(measured, outs, strict=True)
         ]
         for start in range(0, len(commands), 2):
@@ -168,10 +183,7 @@ def measure_cold(ops: int, operations: Sequence[str]) -> list[tuple[str, str, di
             ]
             for process in running:
                 _, err = process.communicate()
-                if process.returncode != 0:
-                    sys.stderr.write(err[-3000:])
-                    msg = f"valgrind exited with {process.returncode}"
-                    raise RuntimeError(msg)
+                _succeeded(process.returncode, err)
         return [(op, who, _counts(out)) for (op, who), out in zip(measured, outs, strict=True)]
 
 
@@ -224,27 +236,11 @@ def measure(ops: int, operations: Sequence[str]) -> list[tuple[str, str, dict[st
     """Run the child under callgrind; the counts of each (operation, contender), in order."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            "--cache-sim=yes",
-            "--branch-sim=yes",
-            "--toggle-collect=functools_reduce",
-            "--dump-after=functools_reduce",
-            f"--callgrind-out-file={out}.%p",
-            sys.executable,
-            __file__,
-            "--child",
-            "--ops",
-            str(ops),
-            *operations,
-        ]
+        options = ("--branch-sim=yes", "--dump-after=functools_reduce")
+        command = [*_callgrind(f"{out}.%p", *options), "--child", "--ops", str(ops), *operations]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)  # noqa: S603 - our own command line.
-        if done.returncode != 0:
-            sys.stderr.write(done.stderr[-3000:])
-            msg = f"valgrind exited with {done.returncode}"
-            raise RuntimeError(msg)
+        _succeeded(done.returncode, done.stderr)
         # One dump per reduce, numbered in order (the last, at exit, holds nothing counted).
         dumps = sorted(Path(scratch).glob("callgrind.out.*.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
         measured = _selected(operations)

@@ -770,11 +770,8 @@ class Planner:
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
         held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
-        if not not_ours:  # The first plan: every lock is released (no key hashed to look in an empty set).
-            releases = tuple([LockRelease(c, key, former) for c, key, former in held])
-            checks: tuple[LockNotOurs, ...] = ()
-        else:
-            releases = tuple([LockRelease(c, key, former) for c, key, former in held if key not in not_ours])
-            checks = tuple([LockNotOurs(c, key, former) for c, key, former in held if key in not_ours])
+        # A first plan has no key that is not ours: none is hashed to be looked up in an empty set.
+        releases = tuple([LockRelease(c, k, former) for c, k, former in held if not not_ours or k not in not_ours])
+        checks = tuple([LockNotOurs(c, k, former) for c, k, former in held if k in not_ours]) if not_ours else ()
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
         return Plan(RecordWrite("delete", guard), releases, (), stored, checks)
