@@ -292,28 +292,21 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
     """
     checks, puts = ([item for _, _, item in group] for group in chunk.sent())
     what = ",".join(sorted({type(r.instance).__name__ for r in chunk.records}))
-    _telemetry.sending(what, "bulk_save", "TransactWriteItems", len(checks) + len(puts), 1)
-    traced = _telemetry.start("bulk_save", what)
-    if traced is None:
-        _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+    watched = _telemetry.watch("bulk_save", what)
+    if watched is None:
+        send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
         return
-    with traced:
-        traced.sent(len(checks) + len(puts))
+    with watched:
+        watched.sending("TransactWriteItems", len(checks) + len(puts), 1)
         try:
-            _send_chunk_items(connection, checks, puts, chunk.token, attempts)
+            response = send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
         except WriteFailed as cancelled:
             # Its records are settled after the span ends: the span names what they violated now.
             found = _findings(chunk, cancelled)
             taken = [f.action for fs in found.values() for f in fs if f.kind == "taken"]
-            traced.violated = [a.constraint.name for a in taken if isinstance(a, LockPut)]
+            watched.violated = [a.constraint.name for a in taken if isinstance(a, LockPut)]
             raise
-
-
-def _send_chunk_items(
-    connection: Connection, checks: list[dict[str, Any]], puts: list[dict[str, Any]], token: str, attempts: int
-) -> None:
-    response = send_transaction(connection, {"check": checks, "put": puts}, token, attempts=attempts)
-    _telemetry.consumed(response, "bulk_save")
+        watched.consumed(response)
 
 
 def _findings(chunk: _Chunk, cancelled: WriteFailed) -> dict[int, list[Finding]]:

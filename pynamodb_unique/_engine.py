@@ -177,11 +177,11 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         ConditionFailed: the caller's condition or the version check failed.
         StaleWrite: the record kept changing.
     """
-    traced = _telemetry.start(METHODS[intent.op], context.model.__name__)
-    if traced is None:
+    watched = _telemetry.watch(METHODS[intent.op], context.model.__name__)
+    if watched is None:
         return _write(context, instance, intent, assumed, desire, None)
-    with traced:
-        return _write(context, instance, intent, assumed, desire, traced)
+    with watched:
+        return _write(context, instance, intent, assumed, desire, watched)
 
 
 def _write(
@@ -190,10 +190,9 @@ def _write(
     intent: Intent,
     assumed: Stored,
     desire: Desire,
-    traced: _telemetry.Write | None,
+    watched: _telemetry.Write | None,
 ) -> Any:
-    """:func:`write`'s loop; ``traced`` counts its plans and items."""
-    method, model_name = METHODS[intent.op], context.model.__name__
+    """:func:`write`'s loop; ``watched`` (when observed) counts and logs its requests."""
     base_token = intent.token
     not_ours: set[str] = set()
     # The connection first: PynamoDB builds it anew after a change of table, and the lock table
@@ -221,20 +220,20 @@ def _write(
             # Made once per operation, and only when a request carries it.
             base_token = base_token or new_token()
             step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
-        _telemetry.sending(model_name, method, request.operation, len(request.items), step + 1)
-        if traced is not None:
-            traced.sent(len(request.items))
+        if watched is not None:
+            watched.sending(request.operation, len(request.items), step + 1)
         try:
             response = send(sender, request, step_token, attempts=attempts)
         except WriteFailed as failure:
             assumed = _after_failure(context, instance, plan, failure, not_ours)
             if step + 1 < MAX_PLANS:
-                _telemetry.replanned(model_name, method, step + 2, MAX_PLANS)
+                _telemetry.replanned(context.model.__name__, METHODS[intent.op], step + 2, MAX_PLANS)
             step += 1
             continue
-        _telemetry.consumed(response, method)
+        if watched is not None:
+            watched.consumed(response)
         return after_success(context, instance, intent, plan, desired, response)
-    _telemetry.stale(model_name, method, f"the record kept changing ({MAX_PLANS} plans)")
+    _telemetry.stale(context.model.__name__, METHODS[intent.op], f"the record kept changing ({MAX_PLANS} plans)")
     msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
     raise StaleWrite(msg)
 
@@ -282,16 +281,16 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
 
     Traced as one span, as :func:`write` is.
     """
-    traced = _telemetry.start("update", context.model.__name__)
-    if traced is None:
-        return _plain_update(context, instance, intent)
-    with traced:
-        traced.sent(1)
-        return _plain_update(context, instance, intent)
+    watched = _telemetry.watch("update", context.model.__name__)
+    if watched is None:
+        return _plain_update(context, instance, intent, None)
+    with watched:
+        return _plain_update(context, instance, intent, watched)
 
 
-def _plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
-    _telemetry.sending(context.model.__name__, "update", "UpdateItem", 1, 1)
+def _plain_update(context: ModelContext, instance: Model, intent: Intent, watched: _telemetry.Write | None) -> Any:
+    if watched is not None:
+        watched.sending("UpdateItem", 1, 1)
     request = plain_update_request(context, instance, intent)
     try:
         response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
@@ -300,7 +299,8 @@ def _plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any
         msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
         error = conditional_check_error(failure.cause, "UpdateItem")
         raise ConditionFailed(msg, error) from error
-    _telemetry.consumed(response, "update")
+    if watched is not None:
+        watched.consumed(response)
     instance.deserialize(response["Attributes"])
     return response
 

@@ -6,7 +6,8 @@ model, operation and constraint names, item counts and error codes (a hashed con
 plaintext, or a lock key holding a value, never reaches a log or a span).
 
 OpenTelemetry (the ``otel`` extra: ``opentelemetry-api``) is imported on the first write; without
-it, or without a tracer provider configured, a write costs one check and builds no attribute.
+it, or without a tracer or meter provider configured, and with DEBUG logs off, a write costs one
+check (:func:`watch`) and builds nothing.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class _OTel:
             CONSUMED_WCU, unit="{WCU}", description="Write capacity consumed by the library's writes"
         )
 
-        self._tracing = False
-        self._metering = False
+        #: Whether a tracer and a meter provider are configured (as last looked up).
+        self.tracing = False
+        self.metering = False
         self._next_check = 0.0
 
     def _check(self) -> None:
@@ -68,20 +70,13 @@ class _OTel:
             return
         self._next_check = now + RECHECK_SECONDS
         # The API's own providers (proxy, no-op) live in the API's modules and record nothing.
-        self._tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
-        self._metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
+        self.tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
+        self.metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
 
-    def tracing(self) -> bool:
-        """Whether a tracer provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self._tracing and time.monotonic() >= self._next_check:
+    def look(self) -> None:
+        """Look up the providers again, at most once per ``RECHECK_SECONDS`` while one is missing."""
+        if not (self.tracing and self.metering) and time.monotonic() >= self._next_check:
             self._check()
-        return self._tracing
-
-    def metering(self) -> bool:
-        """Whether a meter provider is configured (looked up at most once per ``RECHECK_SECONDS``)."""
-        if not self._metering and time.monotonic() >= self._next_check:
-            self._check()
-        return self._metering
 
 
 _UNSET: Final = object()
@@ -105,30 +100,54 @@ _current: ContextVar[Write | None] = ContextVar("pynamodb_unique_write", default
 
 
 class Write:
-    """One traced library write: its span and what it did, set as attributes when it ends."""
+    """One observed library write: its span (when tracing), its DEBUG logs and what it consumed.
 
-    __slots__ = ("_scope", "_token", "items", "operation", "plans", "retries", "span", "violated", "wcu")
+    Made by :func:`watch` only when something observes writes; enter it with ``with``. The span's
+    attributes, what the write did, are set when it ends.
+    """
 
-    def __init__(self, facade: _OTel, operation: str, model: str) -> None:
+    __slots__ = (
+        "_scope",
+        "_token",
+        "debug",
+        "facade",
+        "items",
+        "model",
+        "operation",
+        "plans",
+        "retries",
+        "span",
+        "violated",
+        "wcu",
+    )
+
+    def __init__(self, facade: _OTel | None, operation: str, model: str, *, tracing: bool, debug: bool) -> None:
+        self.facade = facade
         self.operation = operation
+        self.model = model
+        self.debug = debug
         self.plans = 0
         self.retries = 0
         self.items = 0
         self.wcu: float | None = None
         #: Constraint names a cancelled request violated, when its error does not carry them.
         self.violated: list[str] = []
-        self.span: Span = facade.tracer.start_span(
-            SPAN_PREFIX + operation,
-            attributes={"pynamodb_unique.model": model, "pynamodb_unique.operation": operation},
-        )
-        # The exception is not recorded as an event: its message may hold a value.
-        self._scope = facade.trace.use_span(
-            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        )
+        self.span: Span | None = None
+        self._scope: Any = None
+        if tracing and facade is not None:
+            self.span = facade.tracer.start_span(
+                SPAN_PREFIX + operation,
+                attributes={"pynamodb_unique.model": model, "pynamodb_unique.operation": operation},
+            )
+            # The exception is not recorded as an event: its message may hold a value.
+            self._scope = facade.trace.use_span(
+                self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            )
         self._token: Any = None
 
     def __enter__(self) -> Write:
-        self._scope.__enter__()
+        if self._scope is not None:
+            self._scope.__enter__()
         self._token = _current.set(self)
         return self
 
@@ -137,6 +156,8 @@ class Write:
     ) -> None:
         _current.reset(self._token)
         span = self.span
+        if span is None:
+            return
         span.set_attribute("pynamodb_unique.items", self.items)
         span.set_attribute("pynamodb_unique.plans", self.plans)
         span.set_attribute("pynamodb_unique.retries", self.retries)
@@ -153,10 +174,26 @@ class Write:
         self._scope.__exit__(exc_type, exc, tb)
         span.end()
 
-    def sent(self, items: int) -> None:
-        """Count one request of ``items`` items (a plan, or a chunk)."""
+    def sending(self, request: str, items: int, plan: int) -> None:
+        """Count one request of ``items`` items (a plan, or a chunk) and log it at DEBUG."""
         self.plans += 1
         self.items = items
+        if self.debug:
+            logger.debug("%s %s: %s of %d items (plan %d)", self.model, self.operation, request, items, plan)
+
+    def consumed(self, response: Mapping[str, Any] | None) -> None:
+        """Record the write capacity DynamoDB reports consumed (``ConsumedCapacity``).
+
+        PynamoDB asks every request for ``ReturnConsumedCapacity: TOTAL``; the answer is a dict for
+        a single-item write and a list (one per table) for TransactWriteItems.
+        """
+        units = capacity_units(response.get("ConsumedCapacity")) if response is not None else None
+        if units is None:
+            return
+        if self.span is not None:
+            self.wcu = (self.wcu or 0.0) + units
+        if self.facade is not None and self.facade.metering:
+            self.facade.consumed.add(units, {"pynamodb_unique.operation": self.operation})
 
 
 def _error_status(exc: BaseException) -> Any:
@@ -190,18 +227,20 @@ def _violated(exc: BaseException | None) -> list[str]:
     return sorted({v.constraint for v in violations})
 
 
-def start(operation: str, model: str) -> Write | None:
-    """A traced write (enter it with ``with``), or None when no tracer provider is configured."""
+def watch(operation: str, model: str) -> Write | None:
+    """The write to report to, or None when nothing observes writes (one check per write).
+
+    Writes are observed by a tracer provider (a span), a meter provider (counters) or the
+    library's logger enabled for DEBUG (each request logged).
+    """
     facade = _otel_state if _otel_state is not _UNSET else otel()
-    if facade is None or not facade.tracing():
+    debug = logger.isEnabledFor(logging.DEBUG)
+    if facade is None:
+        return Write(None, operation, model, tracing=False, debug=True) if debug else None
+    facade.look()
+    if not (debug or facade.tracing or facade.metering):
         return None
-    return Write(facade, operation, model)
-
-
-def sending(what: str, operation: str, request: str, items: int, plan: int) -> None:
-    """Log one request at DEBUG: what writes it, the DynamoDB operation and its item count."""
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("%s %s: %s of %d items (plan %d)", what, operation, request, items, plan)
+    return Write(facade, operation, model, tracing=facade.tracing, debug=debug)
 
 
 def replanned(what: str, operation: str, plan: int, limit: int) -> None:
@@ -242,24 +281,6 @@ def violated(violations: Iterable[Violation]) -> None:
         return
     for v in violations:
         facade.violations.add(1, {"pynamodb_unique.constraint": v.constraint})
-
-
-def consumed(response: Mapping[str, Any] | None, operation: str) -> None:
-    """Record the write capacity DynamoDB reports consumed (``ConsumedCapacity``), when observed.
-
-    PynamoDB asks every request for ``ReturnConsumedCapacity: TOTAL``; the answer is a dict for a
-    single-item write and a list (one per table) for TransactWriteItems.
-    """
-    write = _current.get()
-    facade = _otel_state if _otel_state is not _UNSET else otel()
-    if response is None or facade is None or (write is None and not facade.metering()):
-        return
-    units = capacity_units(response.get("ConsumedCapacity"))
-    if units is None:
-        return
-    if write is not None:
-        write.wcu = (write.wcu or 0.0) + units
-    facade.consumed.add(units, {"pynamodb_unique.operation": operation})
 
 
 def capacity_units(capacity: Any) -> float | None:

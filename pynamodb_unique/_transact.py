@@ -238,13 +238,13 @@ class TransactWrite(_PynamoTransactWrite):
     def _commit(self) -> Any:
         # Traced under the names of its unique models (the caller's other items have no library model).
         what = ",".join(sorted({type(e.instance).__name__ for e in self._uniq_entries})) or "TransactWrite"
-        traced = _telemetry.start("transact_write", what)
-        if traced is None:
-            return self._commit_traced(what, None)
-        with traced:
-            return self._commit_traced(what, traced)
+        watched = _telemetry.watch("transact_write", what)
+        if watched is None:
+            return self._commit_watched(what, None)
+        with watched:
+            return self._commit_watched(what, watched)
 
-    def _commit_traced(self, what: str, traced: _telemetry.Write | None) -> Any:
+    def _commit_watched(self, what: str, watched: _telemetry.Write | None) -> Any:
         self._plan_entries()
         lists = transaction_lists(self)
         callers = {group: list(items) for group, items in lists.items()}
@@ -254,9 +254,8 @@ class TransactWrite(_PynamoTransactWrite):
                 # A re-planned request is another request: its token folds in the items it sends.
                 sent = [item for group in SENT_ORDER for item in lists[group]]
                 set_transaction_token(self, derive_token(self._uniq_base_token, step, sent))
-            _telemetry.sending(what, "transact_write", "TransactWriteItems", len(slots), step + 1)
-            if traced is not None:
-                traced.sent(len(slots))
+            if watched is not None:
+                watched.sending("TransactWriteItems", len(slots), step + 1)
             try:
                 # The same request, and so the same token, on every resend.
                 response = retrying(super()._commit)
@@ -271,7 +270,8 @@ class TransactWrite(_PynamoTransactWrite):
                 self._plan_entries(foreign)
                 for group, items in lists.items():
                     items[:] = callers[group]
-        _telemetry.consumed(response, "transact_write")
+        if watched is not None:
+            watched.consumed(response)
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             intent = Intent(entry.op, entry.condition, entry.actions, entry.add_version_condition, None)

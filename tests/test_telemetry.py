@@ -371,14 +371,50 @@ def test_otel_absent__writes_work_and_record_nothing(
 
 
 def test_no_tracer_provider__no_span_built(monkeypatch: pytest.MonkeyPatch, otel: OTel) -> None:
-    """With the API's own (no-op) tracer provider, ``start`` builds nothing."""
+    """With the API's own (no-op) providers and DEBUG logs off, ``watch`` builds nothing."""
     with monkeypatch.context() as patched:
         patched.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+        patched.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
         patched.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
-        assert _telemetry.start("save", "Account") is None
+        assert _telemetry.watch("save", "Account") is None
     monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
-    traced = _telemetry.start("save", "Account")
-    assert traced is not None
-    with traced:
+    watched = _telemetry.watch("save", "Account")
+    assert watched is not None
+    with watched:
         pass
     assert [s.name for s in otel.spans.get_finished_spans()] == ["pynamodb_unique.save"]
+
+
+def test_meter_provider_only__capacity_counted_without_span(
+    backend: Backend, otel: OTel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A meter provider without a tracer provider: counters, and no span."""
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+    model = bind_model(Account, backend)
+    delta = Delta(otel)
+    account = model(pk="a1", email=ADA, username="ada")
+    account.save()
+    # A single-item write reports its capacity on both backends.
+    account.update(actions=[model.bio.set("poet")])
+    assert otel.spans.get_finished_spans() == ()
+    assert delta("pynamodb_unique.consumed_wcu", **{"pynamodb_unique.operation": "update"}) > 0
+
+
+def test_debug_logs_only__each_request_logged(
+    backend: Backend, logs: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without OpenTelemetry, DEBUG logs alone make a write observed: each request is logged."""
+    monkeypatch.setattr(_telemetry, "_otel_state", None)
+    model = bind_model(Account, backend)
+    account = model(pk="a1", email=ADA, username="ada")
+    account.save()
+    account.update(actions=[model.bio.set("poet")])
+    account.delete()
+    assert ours(logs, logging.DEBUG) == [
+        "Account save: TransactWriteItems of 3 items (plan 1)",
+        "Account update: UpdateItem of 1 items (plan 1)",
+        "Account delete: TransactWriteItems of 3 items (plan 1)",
+    ]
+    logs.set_level(logging.INFO, logger="pynamodb_unique")
+    assert _telemetry.watch("save", "Account") is None
