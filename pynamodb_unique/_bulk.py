@@ -198,7 +198,7 @@ def _record(index: int, instance: object) -> _Record:
         return _Record(index, instance, None, owner, [RecordWrite("put", None)], [item])
     context.check_key(instance)
     desired = context.values(instance)
-    plan, desired = plan_once(context, "put", Stored(exists=False), lambda _: desired)
+    plan, desired = plan_once(context, "put", Stored(exists=False), desired)
     locks = context.locks()
     now = None
     if locks.expiring:
@@ -210,7 +210,7 @@ def _record(index: int, instance: object) -> _Record:
         now = request_clock(pin)
     request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks, now=now)
     actions = plan.sent()
-    items = request.items
+    items = request.arguments()
     items[0] = {**items[0], "Item": _canonical(items[0]["Item"])}
     return _Record(index, instance, context, context.owner(instance), actions, items, plan, desired)
 

@@ -340,7 +340,10 @@ class Constraint:
         step = steps[0]
         value = source.get(step[0])
         part = None if value is None else _encoded(step, value)
-        return None if part is None else self._joined((part,))
+        if part is None:
+            return None
+        # A constraint that is not hashed, the usual one, joins its key here (no _joined call).
+        return prefixed_lock_key(self._prefix, (part,)) if self.secret is None else self._joined((part,))
 
     def _joined(self, parts: Sequence[str]) -> str:
         """The key of the encoded parts: plain (or its digest form), or the keyed digest of a hashed constraint."""

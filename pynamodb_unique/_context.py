@@ -24,12 +24,13 @@ from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
 from ._plan import Planner, Stored, fixed_default
 from ._pynamodb import blank_instance, built_connection, connection
-from ._registry import generation, maintains_locks, stored_class
+from ._registry import maintains_locks, stored_class
 from ._seconds import second_bounds
 from ._send import RETRY_ATTEMPTS
 from .exceptions import InvalidUniqueValue
 
 if TYPE_CHECKING:
+    from pynamodb.connection import TableConnection
     from pynamodb.models import Model
 
 #: The instance attribute holding what an instance knows of its stored record: (key, Stored).
@@ -129,8 +130,11 @@ class ModelContext:
         self._fixed_defaults = {name: fixed_default(a) for name, a in attributes.items()}
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
+        # The key attributes' stored names and DynamoDB types, read once (attr_name is a property).
+        self._hash_field = (self.hash_attribute.attr_name, self.hash_attribute.attr_type)
+        ranged = self.range_attribute
+        self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
         self._locks: LockTable | None = None
-        self._locks_generation = -1
 
     # Settings, read when used: tests and the CLI change Meta after the class is defined.
 
@@ -155,18 +159,19 @@ class ModelContext:
         # The metaclass gave the model this planner: its own constraints answer without the registry.
         return self.planner if self.planner.constraints or maintains_locks(self.model) else None
 
-    def locks(self) -> LockTable:
-        """Where the model's lock items live (cached, renewed with the model's connection)."""
+    def locks(self, table: TableConnection | None = None) -> LockTable:
+        """Where the model's lock items live (cached, renewed with the model's connection).
+
+        Args:
+            table: the model's connection, when at hand (default: as PynamoDB caches it).
+        """
         cached = self._locks
-        renewed = self._locks_generation != generation()
-        if renewed or cached is None or (cached.shared and cached.connection is not built_connection(self.model)):
-            # A model registered since may share the lock table, and with it how locks expire.
-            self._locks_generation = generation()
+        if cached is None or (cached.shared and cached.connection is not (table or built_connection(self.model))):
             cached = self._locks = lock_table(self.model)
         return cached
 
     def forget_locks(self) -> None:
-        """Drop the cached lock table (after the model's host or lock table changed)."""
+        """Drop the cached lock table (after the model's host or lock table changed, or a model registered)."""
         self._locks = None
 
     # An instance's values and keys.
@@ -211,9 +216,9 @@ class ModelContext:
 
     def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
-        fields = {OWNER_HASH: {self.attributes[self.hash_name].attr_type: owner[0]}}
-        if self.range_name is not None and len(owner) > 1:
-            fields[OWNER_RANGE] = {self.attributes[self.range_name].attr_type: owner[1]}
+        fields = {OWNER_HASH: {self._hash_field[1]: owner[0]}}
+        if self._range_field is not None and len(owner) > 1:
+            fields[OWNER_RANGE] = {self._range_field[1]: owner[1]}
         return fields
 
     def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
@@ -255,12 +260,12 @@ class ModelContext:
 
     def key_of(self, owner: OwnerKey) -> dict[str, Any]:
         """One of this model's record keys (as lock items store it) as DynamoDB JSON."""
-        hash_attribute = self.attributes[self.hash_name]
-        item = {hash_attribute.attr_name: {hash_attribute.attr_type: owner[0]}}
+        name, kind = self._hash_field
+        item = {name: {kind: owner[0]}}
         # A range key of None is left out, as PynamoDB's builders leave it (DynamoDB refuses the key).
-        if self.range_name is not None and len(owner) > 1:
-            range_attribute = self.attributes[self.range_name]
-            item[range_attribute.attr_name] = {range_attribute.attr_type: owner[1]}
+        if self._range_field is not None and len(owner) > 1:
+            name, kind = self._range_field
+            item[name] = {kind: owner[1]}
         return item
 
     def lock_keys(self, instance: Model) -> dict[str, str | None]:

@@ -112,7 +112,9 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
     return c.violation(action.values, owner, instance, lock_owner_model(finding.item), held_until)
 
 
-Desire = Callable[[Stored], dict[str, Any]]
+#: The unique values a write wants: fixed (a save's, a delete's none), or computed from what is
+#: stored (an update's, whose actions apply to the stored values).
+Desire = dict[str, Any] | Callable[[Stored], dict[str, Any]]
 
 
 @dataclass
@@ -144,12 +146,11 @@ def intent_plan(
     ``changes``: an update's :meth:`~ModelContext.update_changes`, when already read.
     """
     if op == "put":
-        desired = context.values(instance)
-        return known or ABSENT, lambda _: desired
+        return known or ABSENT, context.values(instance)
     # Unknown state: guess the instance's own values; the compare-and-swap checks the guess.
     guess = known or Stored(exists=True, values=context.values(instance))
     if op == "delete":
-        return guess, lambda _: {}
+        return guess, {}
     if changes is None:
         changes = context.update_changes(actions or ())
     if not changes:
@@ -161,7 +162,7 @@ def plan_once(
     context: ModelContext, op: RecordOp, assumed: Stored, desire: Desire, not_ours: frozenset[str] = frozenset()
 ) -> tuple[Plan, dict[str, Any]]:
     """The plan of one request, and the values it writes."""
-    desired = desire(assumed)
+    desired = desire if isinstance(desire, dict) else desire(assumed)
     if op == "delete":
         return context.planner.delete(assumed, not_ours=not_ours), desired
     return context.planner.write(op, assumed, desired, not_ours=not_ours), desired
@@ -197,8 +198,9 @@ def _write(
     not_ours: set[str] = set()
     # The connection first: PynamoDB builds it anew after a change of table, and the lock table
     # of a model keeping locks in its own table is renewed with it.
-    sender, attempts = connection(context.model).connection, context.retry_attempts
-    locks = context.locks()
+    table = connection(context.model)
+    sender, attempts = table.connection, context.retry_attempts
+    locks = context.locks(table)
     # A caller's token resent keeps its first request's clock (expiring locks carry the time).
     now = request_clock(base_token) if locks.expiring else None
     # A counter, not range(): read at each turn, and no range object built on every write.

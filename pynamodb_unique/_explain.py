@@ -121,7 +121,7 @@ def explain(
         )
     if not request.transactional:
         return Explanation(request.operation, dict(request.items[0]))
-    body: dict[str, Any] = {"TransactItems": request.transact_items()}
+    body: dict[str, Any] = {"TransactItems": request.items}
     if token is not None:
         body["ClientRequestToken"] = token
     return Explanation(request.operation, body)

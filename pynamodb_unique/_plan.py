@@ -184,28 +184,20 @@ class Guard:
             state = cas_state(name, value, defaults, verbatim, ranged)
             states.append(state)
             if state in (ABSENT_STATE, DEFAULT_STATE):
-                found.append(_null_type())  # attribute_type(x, NULL): PynamoDB loads NULL as absent.
+                # attribute_type(x, NULL), as PynamoDB serializes it: PynamoDB loads NULL as absent.
+                found.append({STRING: NULL})
             if state == VERBATIM_STATE:
                 found.append(verbatim[name])  # type: ignore[index] # set in that state.
             elif state >= RANGE_STATE:  # Only a scan's values (Stored.ranged) are in these states.
                 if state == DEFAULT_RANGE_STATE:
-                    found.append(_null_type())
+                    found.append({STRING: NULL})
                 found += second_bounds(value)  # type: ignore[arg-type] # a value with bounds in these states.
             elif state != ABSENT_STATE:
                 found.append(planner.serialize(name, value))
-        return (True, self.gone_ok, tuple(states)), [*found, *_kind_value(planner)]
-
-
-def _kind_value(planner: Planner) -> list[dict[str, Any]]:
-    """The value of a polymorphic planner's class check (none when its class stores no discriminator value)."""
-    if planner.discriminator is not None and planner.kind is not None:
-        return [Value(planner.kind, attribute=planner.discriminator).value]
-    return []
-
-
-def _null_type() -> dict[str, str]:
-    """The value of ``attribute_type(x, :v)`` checking for NULL, as PynamoDB serializes it (a new dict each time)."""
-    return {STRING: NULL}
+        kind = planner.kind_value
+        if kind is not None:
+            found.append(dict(kind))  # A new dict each time, as every value of a request.
+        return (True, self.gone_ok, tuple(states)), found
 
 
 def _no_value(value: Any) -> bool:
@@ -469,6 +461,14 @@ class Planner:
         if self.ttl is not None:
             names.append(self.ttl)
         return tuple(dict.fromkeys(names))
+
+    @cached_property
+    def kind_value(self) -> dict[str, Any] | None:
+        """The serialized value of a polymorphic planner's class check (None: its class stores none)."""
+        if self.discriminator is not None and self.kind is not None:
+            value: dict[str, Any] = Value(self.kind, attribute=self.discriminator).value
+            return value
+        return None
 
     @cached_property
     def defaults(self) -> dict[str, Any]:

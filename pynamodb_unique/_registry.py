@@ -37,8 +37,6 @@ _mutex = threading.Lock()
 _models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
-# Bumped whenever a model registers: what is cached from the registry is stale after it.
-_generation = 0
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
@@ -52,7 +50,8 @@ def lock_table_id(model: type[Model]) -> TableId:
     return table_id(model, getattr(getattr(model, "Meta", None), "unique_lock_table", None))
 
 
-def _registered() -> list[type[Model]]:
+def registered() -> list[type[Model]]:
+    """The registered models still alive."""
     with _mutex:
         return [model for _, model in _live()]
 
@@ -138,10 +137,8 @@ def register(model: type[Model]) -> None:
     ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
     mine = namespaces_of(model)
-    global _generation  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
     with _mutex:
         _cache.clear()
-        _generation += 1
         for key, other in _live():
             if key == ident or locks is None or lock_table_id(other) != locks:
                 continue
@@ -152,11 +149,6 @@ def register(model: type[Model]) -> None:
         _models[ident] = weakref.ref(model)
 
 
-def generation() -> int:
-    """A number that changes whenever a model registers (to renew what was derived from the registry)."""
-    return _generation
-
-
 def lock_sharers(model: type[Model]) -> list[type[Model]]:
     """The registered models keeping locks in ``model``'s lock table, ``model`` first.
 
@@ -164,20 +156,20 @@ def lock_sharers(model: type[Model]) -> list[type[Model]]:
     expires is settled across all of them.
     """
     locks = lock_table_id(model)
-    others = [m for m in _registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
+    others = [m for m in registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
     return [model, *others] if locks is not None else [model]
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
     """The registered models whose records live in ``model``'s table, ``model`` included."""
     table = table_id(model)
-    return [m for m in _registered() if table is not None and table_id(m) == table]
+    return [m for m in registered() if table is not None and table_id(m) == table]
 
 
 def holds_locks(model: type[Model]) -> bool:
     """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
     table = table_id(model)
-    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in _registered()))
+    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in registered()))
 
 
 def family(model: type[Model]) -> list[type[Model]]:
@@ -225,7 +217,7 @@ def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
 def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
     """The registered models keeping locks in ``model``'s lock table under any of ``names`` (former forms too)."""
     locks = lock_table_id(model)
-    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
+    return [m for m in registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
 
 
 def item_filter(model: type[Model]) -> Any:

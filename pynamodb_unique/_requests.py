@@ -14,7 +14,7 @@ from ._context import OwnerKey, context_of
 from ._locks import LockTable
 from ._plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordOp, RecordWrite
 from ._pynamodb import put_kwargs
-from ._send import Request
+from ._send import TRANSACT_KINDS, Request
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -234,7 +234,7 @@ def build_request(
     locks: LockTable,
     now: int | None = None,
 ) -> Request:
-    """The request for ``plan``: one item per action, in the order sent.
+    """The request for ``plan``: one item per action, in the order sent (TransactItems for a transaction).
 
     Args:
         context: the instance's model context.
@@ -262,9 +262,13 @@ def build_request(
     if now is None and locks.expiring:
         now = int(time.time())
     items = [
-        record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
-        if isinstance(action, RecordWrite)
-        else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
+        {
+            TRANSACT_KINDS[action.op]: record_kwargs(
+                instance, record, condition, actions, add_version_condition, owner, context
+            )
+            if isinstance(action, RecordWrite)
+            else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
+        }
         for action in plan.sent()
     ]
-    return Request(plan, items, "TransactWriteItems")
+    return Request(plan, items, "TransactWriteItems", transactional=True)

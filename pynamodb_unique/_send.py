@@ -130,7 +130,7 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
 
 
 #: How each group is named in TransactItems.
-_TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
+TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
 @dataclass
@@ -140,22 +140,25 @@ class Request:
     A plain dataclass, as the plan's are: a named tuple's ``__new__`` goes through code of its
     own on every write (``tuple.__new__``), and a frozen dataclass's ``__init__`` through
     ``object.__setattr__``.
+
+    Attributes:
+        plan: the plan it sends.
+        items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
+            (``{"Put": {...}}``...), one per action in the order :meth:`Plan.sent` gives.
+        operation: the DynamoDB operation.
+        transactional: whether the operation is TransactWriteItems.
     """
 
     plan: Plan
     items: list[dict[str, Any]]
     operation: str
+    transactional: bool = False
 
-    @property
-    def transactional(self) -> bool:
-        """Whether this is a TransactWriteItems request."""
-        return self.operation == "TransactWriteItems"
-
-    def transact_items(self) -> list[dict[str, Any]]:
-        """The items as TransactWriteItems sends them (``{"Put": {...}}``...), in the order planned."""
-        sent = self.plan.sent()
-        # One item per action sent, built from plan.sent(): zip's strict= would cost a keyword call.
-        return [{_TRANSACT_KINDS[action.op]: item} for action, item in zip(sent, self.items)]  # noqa: B905
+    def arguments(self) -> list[dict[str, Any]]:
+        """Each action's own arguments, as :attr:`items` holds them without TransactItems' wrapping."""
+        if not self.transactional:
+            return self.items
+        return [arguments for item in self.items for arguments in item.values()]
 
 
 class WriteFailed(Exception):
@@ -184,7 +187,7 @@ def _transact_items(connection: Connection, items: list[dict[str, Any]], token: 
 
 def _transact(connection: Connection, grouped: Mapping[str, list[dict[str, Any]]], token: str | None) -> dict[str, Any]:
     """One TransactWriteItems of items grouped as PynamoDB sends them (``check``, ``delete``, ``put``, ``update``)."""
-    items = [{_TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
+    items = [{TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
     return _transact_items(connection, items, token)
 
 
@@ -410,7 +413,6 @@ def send(
     """
     # Its arguments built once for every resend, passed as they are (no partial to build).
     if request.transactional:
-        items = request.transact_items()
-        return retrying(_transact_items, connection, items, token, attempts=attempts, failed=_failed_condition)
+        return retrying(_transact_items, connection, request.items, token, attempts=attempts, failed=_failed_condition)
     item = request.items[0]
     return retrying(_single, connection, request.operation, item, attempts=attempts, failed=_failed_condition)

@@ -62,21 +62,18 @@ class _OTel:
         #: Whether a tracer and a meter provider are configured (as last looked up).
         self.tracing = False
         self.metering = False
-        self._next_check = 0.0
+        #: When to look the providers up again (``time.monotonic()``) while one is missing.
+        self.next_check = 0.0
 
-    def _check(self) -> None:
+    def look(self) -> None:
+        """Look up the providers again, at most once per ``RECHECK_SECONDS``."""
         now = time.monotonic()
-        if now < self._next_check:
+        if now < self.next_check:
             return
-        self._next_check = now + RECHECK_SECONDS
+        self.next_check = now + RECHECK_SECONDS
         # The API's own providers (proxy, no-op) live in the API's modules and record nothing.
         self.tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
         self.metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
-
-    def look(self) -> None:
-        """Look up the providers again, at most once per ``RECHECK_SECONDS`` while one is missing."""
-        if not (self.tracing and self.metering) and time.monotonic() >= self._next_check:
-            self._check()
 
 
 _UNSET: Final = object()
@@ -237,7 +234,9 @@ def watch(operation: str, model: str) -> Write | None:
     debug = logger.isEnabledFor(logging.DEBUG)
     if facade is None:
         return Write(None, operation, model, tracing=False, debug=True) if debug else None
-    facade.look()
+    # Looked up again while a provider is missing (the clock read here: no call more per write).
+    if not (facade.tracing and facade.metering) and time.monotonic() >= facade.next_check:
+        facade.look()
     if not (debug or facade.tracing or facade.metering):
         return None
     return Write(facade, operation, model, tracing=facade.tracing, debug=debug)

@@ -208,7 +208,7 @@ def test_request__former_lock_records_former_name() -> None:
     plan = PLANNER.write("put", Stored(exists=False), ADA)
     locks = LockTable(TableConnection("migrating-forms"), "pk", None, shared=True)
     request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks)
-    recorded = {item["Item"]["pk"]["S"]: item["Item"]["uniq_constraint"]["S"] for item in request.items[1:]}
+    recorded = {item["Item"]["pk"]["S"]: item["Item"]["uniq_constraint"]["S"] for item in request.arguments()[1:]}
     assert recorded == {
         "UNIQ#EMAIL#ada@x.io": "EMAIL",
         "UNIQ#EMAIL#Ada@X.io": "EMAIL",

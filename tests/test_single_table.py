@@ -24,7 +24,7 @@ from pynamodb_unique import (
     is_lock_item,
     repair,
 )
-from pynamodb_unique._registry import _registered
+from pynamodb_unique._registry import registered
 
 
 def _locks(model: type[Model]) -> dict[str, tuple[str, str]]:
@@ -308,9 +308,9 @@ def test_registry__a_model_nothing_uses__is_forgotten() -> None:
         return Passing
 
     model = define()
-    assert model in _registered()
+    assert model in registered()
     gone = weakref.ref(model)
     del model
     gc.collect()
     assert gone() is None
-    assert all(m.Meta.table_name != "passing-by" for m in _registered())
+    assert all(m.Meta.table_name != "passing-by" for m in registered())
