@@ -336,6 +336,9 @@ class Constraint:
         """
         steps = self._steps
         if len(steps) != 1:
+            for step in steps:
+                if source.get(step[0]) is None:  # A part absent: no lock (an optional pair, most often).
+                    return None
             return self.key(self.values(source))
         step = steps[0]
         value = source.get(step[0])

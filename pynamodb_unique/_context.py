@@ -307,7 +307,8 @@ class ModelContext:
 
     def item_view(self, item: Mapping[str, Any]) -> Stored:
         """What a stored item of this model holds, read without building an instance (the audit's reading)."""
-        return Stored(exists=True, values=self._unique_values(item), verbatim=self._verbatim_of(item))
+        verbatim = self._verbatim_of(item) if self._verbatim else None
+        return Stored(exists=True, values=self._unique_values(item), verbatim=verbatim)
 
     def _verbatim_of(self, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
         """The stored text of the attributes checked verbatim (:attr:`Stored.verbatim`), or None."""
@@ -412,7 +413,10 @@ class ModelContext:
         if snapshot is None:
             return None
         remembered, stored = snapshot
-        if remembered != (key or self.key(instance)):
+        if key is None:  # self.key(instance), inlined: every write of a loaded record asks.
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        if remembered != key:
             return None
         if isinstance(stored, dict):  # A loaded item, not read yet.
             stored = self.item_view(stored)

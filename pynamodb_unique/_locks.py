@@ -238,13 +238,14 @@ class LockCodec:
 
     def release(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Delete: give the value back when the lock is ``owner``'s (or already gone)."""
+        # _names() and _values() of one owner, in place: every delete and change releases.
         return {
             "TableName": self.table_name,
             "Key": self.key(lock_key),
             "ConditionExpression": self._free_or_owned[len(owner)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            "ExpressionAttributeNames": self._names(owner),
-            "ExpressionAttributeValues": self._values(owner),
+            "ExpressionAttributeNames": dict(self._owner_names[len(owner)]),
+            "ExpressionAttributeValues": dict(zip(_VALUE_PLACEHOLDERS, owner.values())),  # noqa: B905 - as _values().
         }
 
     def _expect(self, expected: Mapping[str, Any] | object | None) -> dict[str, Any]:

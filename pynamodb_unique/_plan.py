@@ -222,7 +222,14 @@ def slots(constraint: Constraint) -> tuple[tuple[str, bool], ...]:
 
 def _forms(keys: tuple[str | None, str | None]) -> dict[str, bool]:
     """(current key, former key) as lock key -> whether the former form, without absent keys."""
-    return {key: i == 1 for i, key in enumerate(keys) if key is not None}
+    # No comprehension: it would be a function of its own (CPython 3.11), run by every change.
+    forms = {}
+    current, former = keys
+    if current is not None:
+        forms[current] = False
+    if former is not None:
+        forms[former] = True
+    return forms
 
 
 class _LockAction:
@@ -235,7 +242,9 @@ class _LockAction:
     @property
     def namespace(self) -> str:
         """The name the lock item's key holds and records (the former name for a former-form lock)."""
-        return self.constraint.form(former=self.former).name
+        constraint = self.constraint
+        # constraint.form(former=...).name, without the call: every lock put names it.
+        return constraint.former.name if self.former and constraint.former is not None else constraint.name
 
 
 @dataclass
@@ -316,12 +325,13 @@ class Plan:
         """The actions in the order they are sent: condition checks, deletes, puts, updates (do not mutate)."""
         cached = self._sent
         if cached is None:
-            record, releases = self.record, self.releases
+            record = self.record
             # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
             deletes: list[PlanAction] = [record] if record.op == "delete" else []
-            deletes += [r for r in releases if r.op == "delete"]
             puts: list[PlanAction] = [record] if record.op == "put" else []
-            puts += [r for r in releases if r.op == "put"]
+            # A loop, not two comprehensions: each is a function of its own on CPython 3.11.
+            for release in self.releases:
+                (deletes if release.op == "delete" else puts).append(release)
             puts += self.puts
             cached = [*self.checks, *deletes, *puts]
             if record.op == "update":
@@ -769,9 +779,16 @@ class Planner:
             before: Mapping[str, str | None] = {}
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
-        held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
-        # A first plan has no key that is not ours: none is hashed to be looked up in an empty set.
-        releases = tuple([LockRelease(c, k, former) for c, k, former in held if not not_ours or k not in not_ours])
-        checks = tuple([LockNotOurs(c, k, former) for c, k, former in held if k in not_ours]) if not_ours else ()
+        releases: list[LockRelease] = []
+        checks: list[LockNotOurs] = []
+        # A loop, not comprehensions (each a function of its own on CPython 3.11). A first plan
+        # has no key that is not ours: none is hashed to be looked up in an empty set.
+        for c, slot, former in old.all_slots:
+            key = before.get(slot)
+            if key:
+                if not_ours and key in not_ours:
+                    checks.append(LockNotOurs(c, key, former))
+                else:
+                    releases.append(LockRelease(c, key, former))
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
-        return Plan(RecordWrite("delete", guard), releases, (), stored, checks)
+        return Plan(RecordWrite("delete", guard), tuple(releases), (), stored, tuple(checks))

@@ -248,7 +248,7 @@ def build_request(
             expire; default: the clock's.
     """
     record = plan.record
-    if not plan.transactional:
+    if not (plan.releases or plan.puts or plan.checks):  # Plan.transactional, without its call.
         # The record's own write alone: its key serialized once when it is all a delete sends.
         owner = context.owner(instance) if record.op == "delete" else None
         item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
@@ -261,14 +261,12 @@ def build_request(
     # One clock reading per request: expired locks and the end of holds are judged against it.
     if now is None and locks.expiring:
         now = int(time.time())
-    items = [
-        {
-            TRANSACT_KINDS[action.op]: record_kwargs(
-                instance, record, condition, actions, add_version_condition, owner, context
-            )
-            if isinstance(action, RecordWrite)
-            else lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
-        }
-        for action in plan.sent()
-    ]
+    items = []
+    # A loop, not a comprehension (a function of its own on CPython 3.11).
+    for action in plan.sent():
+        if isinstance(action, RecordWrite):
+            item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
+        else:
+            item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
+        items.append({TRANSACT_KINDS[action.op]: item})
     return Request(plan, items, "TransactWriteItems", transactional=True)
