@@ -280,9 +280,10 @@ class ModelContext:
         """
         raw = instance.attribute_values.get(self.hash_name)
         hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
-        # A slice, not str.startswith: every write checks, and startswith parses its arguments
-        # with code no other part of a write runs (cache misses from a cold cache).
-        if not (isinstance(hash_key, str) and hash_key[:_PREFIX_LENGTH] == LOCK_PREFIX):
+        # Not str.startswith: every write checks, and startswith parses its arguments with code no
+        # other part of a write runs (cache misses from a cold cache). A containment test first
+        # (the code lock keys are encoded with), then a slice, only for a key that holds the prefix.
+        if not (isinstance(hash_key, str) and LOCK_PREFIX in hash_key and hash_key[:_PREFIX_LENGTH] == LOCK_PREFIX):
             return
         # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
         if not getattr(self.model.Meta, "unique_lock_table", None):

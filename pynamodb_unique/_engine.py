@@ -195,7 +195,7 @@ def _write(
 ) -> Any:
     """:func:`write`'s loop; ``watched`` (when observed) counts and logs its requests."""
     base_token = intent.token
-    not_ours: set[str] = set()
+    not_ours = _NONE
     # The connection first: PynamoDB builds it anew after a change of table, and the lock table
     # of a model keeping locks in its own table is renewed with it.
     table = connection(context.model)
@@ -206,7 +206,7 @@ def _write(
     # A counter, not range(): read at each turn, and no range object built on every write.
     step = 0
     while step < MAX_PLANS:
-        plan, desired = plan_once(context, intent.op, assumed, desire, frozenset(not_ours) if not_ours else _NONE)
+        plan, desired = plan_once(context, intent.op, assumed, desire, not_ours)
         request = build_request(
             context,
             instance,
@@ -227,7 +227,7 @@ def _write(
         try:
             response = send(sender, request, step_token, attempts=attempts)
         except WriteFailed as failure:
-            assumed = _after_failure(context, instance, plan, failure, not_ours)
+            assumed, not_ours = _after_failure(context, instance, plan, failure, not_ours)
             if step + 1 < MAX_PLANS:
                 _telemetry.replanned(context.model.__name__, METHODS[intent.op], step + 2, MAX_PLANS)
             step += 1
@@ -321,9 +321,13 @@ def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> No
 
 
 def _after_failure(
-    context: ModelContext, instance: Model, plan: Plan, failure: WriteFailed, not_ours: set[str]
-) -> Stored:
-    """Read a failure: raise what the caller must see, or return the stored state to re-plan from."""
+    context: ModelContext, instance: Model, plan: Plan, failure: WriteFailed, not_ours: frozenset[str]
+) -> tuple[Stored, frozenset[str]]:
+    """Read a failure: raise what the caller must see, or return what to re-plan from.
+
+    Returns:
+        The stored state to plan from, and the lock keys the next plan checks are not ours.
+    """
     ours = frozenset({context.owner(instance)})
     findings = interpret([(action, ours) for action in plan.sent()], failure.reasons)
     violations = [violation(context, instance, f) for f in findings if f.kind == "taken"]
@@ -339,11 +343,8 @@ def _after_failure(
         # A lock to release belongs to another record (the record is gone, or the lock is
         # foreign: for audit and repair): the next plan checks it is still not ours instead.
         # A lock checked so has become ours again: the next plan releases it.
-        not_ours.difference_update(back)
-        not_ours.update(foreign)
-        return plan.assumed
+        return plan.assumed, (not_ours - frozenset(back)) | frozenset(foreign)
     # What other records owned was learnt for a record state that is gone: forget it.
-    not_ours.clear()
     item = record.item
     if item is None and (plan.record.op == "delete" or not plan.assumed.exists):
         # The failed condition implies the record exists; this backend sent no ALL_OLD item.
@@ -356,7 +357,7 @@ def _after_failure(
         msg = f"{who}: {ConditionFailed.msg} (the caller's condition or the version check)"
         error = conditional_check_error(failure.cause, OPERATIONS[plan.record.op], item)
         raise ConditionFailed(msg, error) from error
-    return stored
+    return stored, _NONE
 
 
 def after_success(

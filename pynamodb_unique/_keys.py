@@ -110,7 +110,7 @@ def lock_key(name: str, parts: Sequence[str]) -> str:
 
 def prefixed_lock_key(prefix: str, parts: Sequence[str]) -> str:
     """:func:`lock_key` for the constraint whose :func:`lock_prefix` is ``prefix`` (computed once by the caller)."""
-    key = prefix + "#".join(parts)
+    key = f"{prefix}{'#'.join(parts)}"  # As the join builds strings: no code of its own to fetch.
     # A character is at most 4 bytes of UTF-8: a short key is not encoded to be measured.
     if len(key) <= MAX_PARTITION_KEY_BYTES // 4 or len(key.encode("utf-8")) <= MAX_PARTITION_KEY_BYTES:
         return key
