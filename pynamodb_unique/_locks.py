@@ -186,8 +186,13 @@ class LockCodec:
         item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
         if expires is not None:
             item[self.expires_name] = dict(expires)
-        names = self._names(owner)
-        values = self._values(owner) if previous is None else self._values(owner, previous)
+        # _names() and, for one owner, _values() in place: every lock taken comes here.
+        names = dict(self._owner_names[len(owner)])
+        values = (
+            dict(zip(_VALUE_PLACEHOLDERS, owner.values()))  # noqa: B905 - as _values().
+            if previous is None
+            else self._values(owner, previous)
+        )
         if self.expiring:
             condition = f"({condition} OR #exp < :now)"
             names["#exp"] = self.expires_name

@@ -200,11 +200,6 @@ class Guard:
         return (True, self.gone_ok, tuple(states)), found
 
 
-def _no_value(value: Any) -> bool:
-    """Whether a value is stored as no attribute: None, or an empty set (PynamoDB serializes it as nothing)."""
-    return value is None or (isinstance(value, (set, frozenset)) and not value)
-
-
 def former_slot(name: str) -> str:
     """Where the former-form key of constraint ``name`` sits in a mapping of lock keys by constraint name.
 
@@ -230,6 +225,36 @@ def _forms(keys: tuple[str | None, str | None]) -> dict[str, bool]:
     if former is not None:
         forms[former] = True
     return forms
+
+
+def _move_locks(
+    c: Constraint,
+    old: Mapping[str, bool],
+    new: Mapping[str, bool],
+    desired: Mapping[str, Any],
+    moved: bool,
+    not_ours: frozenset[str],
+    into: tuple[list[LockRelease], list[LockNotOurs], list[LockPut]],
+) -> None:
+    """Plan one constraint's lock moves from the keys held (``old``) to the keys wanted (``new``).
+
+    Each form's lock moves on its own (keys map to whether they are of the former form): a key
+    held before and after (in either form) stays, unless ``moved`` (a new expiry: each wanted
+    lock is put again). A lock to release that another record owns (``not_ours``) is checked.
+    The actions are appended to ``into``: (releases, checks, puts). Loops, not comprehensions:
+    each would be a function of its own on CPython 3.11, run by every change.
+    """
+    releases, checks, puts = into
+    for key, former in old.items():
+        if key in new:
+            continue
+        if key in not_ours:
+            checks.append(LockNotOurs(c, key, former))
+        else:
+            releases.append(LockRelease(c, key, former))
+    for key, former in new.items():
+        if moved or key not in old:
+            puts.append(LockPut(c, c.values(desired), key, former))
 
 
 class _LockAction:
@@ -491,9 +516,15 @@ class Planner:
         None or an empty set (no value, stored as no attribute) loads as the attribute's fixed default.
         """
         defaults = self.defaults
-        return {
-            name: defaults.get(name) if _no_value(value := values.get(name)) else value for name in self.unique_names
-        }
+        loaded = {}
+        # No value: None, or an empty set (PynamoDB serializes it as nothing). A loop, not a
+        # comprehension: every write reads its values through here.
+        for name in self.unique_names:
+            value = values.get(name)
+            if value is None or (isinstance(value, (set, frozenset)) and not value):
+                value = defaults.get(name)
+            loaded[name] = value
+        return loaded
 
     @cached_property
     def defaults_hold_locks(self) -> bool:
@@ -728,8 +759,8 @@ class Planner:
                     for slot in c_slots:
                         after[slot] = known.get(slot)
                 if moved:
-                    held = _forms(old_planner.held_keys(c, stored)).items()
-                    puts.extend(LockPut(c, c.values(desired), key, former) for key, former in held)
+                    held = _forms(old_planner.held_keys(c, stored))
+                    _move_locks(c, {}, held, desired, moved, not_ours, (releases, checks, puts))
                 continue
             old_keys = old_planner.held_keys(c, stored)
             new_keys = old_planner.form_keys(c, desired)
@@ -737,17 +768,7 @@ class Planner:
                 # The current form's slot, and the former's when kept (zip's default: shortest,
                 # without the keyword call strict=False costs).
                 after.update(zip(c_slots, new_keys))  # noqa: B905
-            # Each form's lock moves on its own; a key held before and after (in either form) stays.
-            old, new = _forms(old_keys), _forms(new_keys)
-            for key, former in old.items():
-                if key in new:
-                    continue
-                if key in not_ours:
-                    checks.append(LockNotOurs(c, key, former))
-                else:
-                    releases.append(LockRelease(c, key, former))
-            taken = new.items() if moved else [(k, f) for k, f in new.items() if k not in old]
-            puts.extend(LockPut(c, c.values(desired), key, former) for key, former in taken)
+            _move_locks(c, _forms(old_keys), _forms(new_keys), desired, moved, not_ours, (releases, checks, puts))
         guard = Guard(old_planner if stored.exists else self, stored)
         expires = new_planner.expires(desired)
         return Plan(RecordWrite(op, guard), tuple(releases), tuple(puts), stored, tuple(checks), after, expires)

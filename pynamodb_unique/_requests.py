@@ -73,14 +73,16 @@ def _guarded(
         kwargs.update(condition)
         return kwargs
     # PynamoDB's placeholders map names to placeholders; the condition's come first.
-    placeholders = {name: placeholder for placeholder, name in condition.get("ExpressionAttributeNames", {}).items()}
+    # Dicts inverted with dict(zip()), not comprehensions (each a function of its own on CPython 3.11).
+    names = condition.get("ExpressionAttributeNames", {})
+    placeholders = dict(zip(names.values(), names.keys()))  # noqa: B905 - a dict's views, as long.
     values: dict[str, Any] = condition.get("ExpressionAttributeValues", {})
     if "ConditionExpression" in condition:
         kwargs["ConditionExpression"] = condition["ConditionExpression"]
     kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
     kwargs["UpdateExpression"] = Update(*(actions or ())).serialize(placeholders, values)
     if placeholders:
-        kwargs["ExpressionAttributeNames"] = {placeholder: name for name, placeholder in placeholders.items()}
+        kwargs["ExpressionAttributeNames"] = dict(zip(placeholders.values(), placeholders.keys()))  # noqa: B905
     if values:
         kwargs["ExpressionAttributeValues"] = values
     return kwargs
@@ -105,7 +107,8 @@ def update_item(
     kwargs["ReturnValues"] = "ALL_NEW"
     kwargs["UpdateExpression"] = Update(*actions).serialize(names, values)
     if names:
-        kwargs["ExpressionAttributeNames"] = {placeholder: name for name, placeholder in names.items()}
+        # Inverted with dict(zip()), not a comprehension (a function of its own on CPython 3.11).
+        kwargs["ExpressionAttributeNames"] = dict(zip(names.values(), names.keys()))  # noqa: B905
     if values:
         kwargs["ExpressionAttributeValues"] = values
     return kwargs
