@@ -19,6 +19,7 @@ from pynamodb.constants import NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveAction, SetAction
 
+from . import _registry
 from ._constraint import OWNER_HASH, OWNER_RANGE
 from ._keys import LOCK_PREFIX
 from ._locks import LockTable, lock_table
@@ -135,6 +136,7 @@ class ModelContext:
         ranged = self.range_attribute
         self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
         self._locks: LockTable | None = None
+        self._locks_registrations = -1
 
     # Settings, read when used: tests and the CLI change Meta after the class is defined.
 
@@ -166,12 +168,19 @@ class ModelContext:
             table: the model's connection, when at hand (default: as PynamoDB caches it).
         """
         cached = self._locks
-        if cached is None or (cached.shared and cached.connection is not (table or built_connection(self.model))):
+        if (
+            cached is None
+            or self._locks_registrations != _registry.registrations
+            or (cached.shared and cached.connection is not (table or built_connection(self.model)))
+        ):
+            # A model registered since may share the lock table, and with it how locks expire. The
+            # count is read before the table is derived: a model registering meanwhile renews it.
+            self._locks_registrations = _registry.registrations
             cached = self._locks = lock_table(self.model)
         return cached
 
     def forget_locks(self) -> None:
-        """Drop the cached lock table (after the model's host or lock table changed, or a model registered)."""
+        """Drop the cached lock table (after the model's host or lock table changed)."""
         self._locks = None
 
     # An instance's values and keys.

@@ -221,7 +221,7 @@ def _write(
         if request.transactional:
             # Made once per operation, and only when a request carries it.
             base_token = base_token or new_token()
-            step_token = base_token if step == 0 else derive_token(base_token, step, request.items)
+            step_token = base_token if step == 0 else derive_token(base_token, step, request.arguments())
         if watched is not None:
             watched.sending(request.operation, len(request.items), step + 1)
         try:

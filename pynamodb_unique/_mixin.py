@@ -20,7 +20,7 @@ from ._context import ModelContext, context_of
 from ._engine import Intent, intent_plan, plain_update, write
 from ._locks import lock_owner
 from ._reads import UniqueReads
-from ._registry import register, registered
+from ._registry import register
 from ._send import check_token
 from ._validate import validate_unique
 from .exceptions import InvalidUniqueValue
@@ -36,12 +36,6 @@ class _UniqueModelMeta(MetaModel):
         cls._uniq = None if planner is None else ModelContext(cls, planner)  # type: ignore[arg-type] # a Model class.
         if planner is not None:
             register(cls)  # type: ignore[arg-type] # cls is a Model class here.
-            # It may share a lock table with models registered before, and with it how their locks
-            # expire: what they derived from the registry is derived again when next asked.
-            for model in registered():
-                context = context_of(model)
-                if context is not None:
-                    context.forget_locks()
 
 
 class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):

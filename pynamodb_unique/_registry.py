@@ -37,6 +37,10 @@ _mutex = threading.Lock()
 _models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
+#: How many times a model has registered: what was derived from the registry (a model's lock
+#: table, which it may share with models registered since) is stale once it changes. A module
+#: attribute, read without a call on every write.
+registrations = 0
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
@@ -137,8 +141,10 @@ def register(model: type[Model]) -> None:
     ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
     mine = namespaces_of(model)
+    global registrations  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
     with _mutex:
         _cache.clear()
+        registrations += 1
         for key, other in _live():
             if key == ident or locks is None or lock_table_id(other) != locks:
                 continue

@@ -189,7 +189,7 @@ class Write:
             return
         if self.span is not None:
             self.wcu = (self.wcu or 0.0) + units
-        if self.facade is not None and self.facade.metering:
+        if self.facade is not None and (self.span is not None or self.facade.metering):
             self.facade.consumed.add(units, {"pynamodb_unique.operation": self.operation})
 
 
@@ -234,8 +234,10 @@ def watch(operation: str, model: str) -> Write | None:
     debug = logger.isEnabledFor(logging.DEBUG)
     if facade is None:
         return Write(None, operation, model, tracing=False, debug=True) if debug else None
-    # Looked up again while a provider is missing (the clock read here: no call more per write).
-    if not (facade.tracing and facade.metering) and time.monotonic() >= facade.next_check:
+    # Looked up again while no tracer provider is found (the clock read here: no call more per
+    # write). Once one is, counters go through the API's proxies, which follow a meter provider
+    # set later.
+    if not facade.tracing and time.monotonic() >= facade.next_check:
         facade.look()
     if not (debug or facade.tracing or facade.metering):
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,11 +20,14 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueError,
     UniqueMixin,
+    _context,
     audit,
     backfill,
     is_lock_item,
     repair,
 )
+from pynamodb_unique._context import context_of
+from pynamodb_unique._locks import lock_table
 from pynamodb_unique._registry import registered
 
 
@@ -314,3 +318,53 @@ def test_registry__a_model_nothing_uses__is_forgotten() -> None:
     gc.collect()
     assert gone() is None
     assert all(m.Meta.table_name != "passing-by" for m in registered())
+
+
+def _sharing(locks: str, name: str, *, hold: timedelta | None = None) -> type[Model]:
+    """A model keeping its locks in the table ``locks``, its one constraint named ``name``."""
+
+    class Sharing(UniqueMixin, Model):
+        class Meta:
+            table_name = unique_table_name("records")
+            region = "us-east-1"
+            unique_lock_table = locks
+
+        pk = UnicodeAttribute(hash_key=True)
+        value = UniqueAttribute(UnicodeAttribute(), name=name, hold=hold)
+
+    return Sharing
+
+
+def test_lock_table__model_registered_later_with_a_hold__locks_of_both_expire() -> None:
+    """A lock table derived before another model keeping locks there registers is derived again:
+    that model's ``hold=`` makes every lock there expiring (a Put then takes an ended hold)."""
+    locks = unique_table_name("locks")
+    first = _sharing(locks, "FIRST")
+    context = context_of(first)
+    assert context is not None
+    assert not context.locks().expiring
+    later = _sharing(locks, "LATER", hold=timedelta(hours=1))
+    assert context.locks().expiring
+    assert later is not None
+
+
+def test_lock_table__model_registering_while_derived__derived_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that registers while another derives its lock table (a class defined in another
+    thread meanwhile) makes the next write derive it again, not keep the table derived before."""
+    locks = unique_table_name("locks")
+    first = _sharing(locks, "FIRST")
+    context = context_of(first)
+    assert context is not None
+    derive = lock_table
+    late: list[type[Model]] = []
+
+    def registering_meanwhile(model: type[Model]) -> Any:
+        table = derive(model)
+        if not late:
+            late.append(_sharing(locks, "LATE", hold=timedelta(hours=1)))
+        return table
+
+    monkeypatch.setattr(_context, "lock_table", registering_meanwhile)
+    assert not context.locks().expiring  # Derived before the late model registered.
+    assert late
+    assert context.locks().expiring

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -418,3 +420,29 @@ def test_debug_logs_only__each_request_logged(
     ]
     logs.set_level(logging.INFO, logger="pynamodb_unique")
     assert _telemetry.watch("save", "Account") is None
+
+
+def test_tracer_provider_only__no_clock_read_per_write(
+    backend: Backend, otel: OTel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a tracer provider is found, a write reads no clock to look for providers again (here
+    with no meter provider: one is not looked for while writes are traced)."""
+    reads: list[float] = []
+
+    def monotonic() -> float:
+        reads.append(0.0)
+        return time.monotonic()
+
+    monkeypatch.setattr(_telemetry, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
+    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+    model = bind_model(Account, backend)
+    account = model(pk="a1", email=ADA, username="ada")
+    account.save()  # The first write looks the providers up.
+    assert reads
+    reads.clear()
+    account.update(actions=[model.bio.set("poet")])
+    account.delete()
+    assert reads == []
+    names = [s.name for s in otel.spans.get_finished_spans()]
+    assert names[-2:] == ["pynamodb_unique.update", "pynamodb_unique.delete"]
