@@ -62,7 +62,7 @@ class _OTel:
         #: Whether a tracer and a meter provider are configured (as last looked up).
         self.tracing = False
         self.metering = False
-        #: When to look the providers up again (``time.monotonic()``) while one is missing.
+        #: When to look the providers up again (``time.monotonic()``), while no tracer provider is found.
         self.next_check = 0.0
 
     def look(self) -> None:
