@@ -49,7 +49,7 @@ from pynamodb_unique._plan import (
     Stored,
 )
 from pynamodb_unique._requests import guard_condition, record_kwargs
-from pynamodb_unique._send import _transact, new_token
+from pynamodb_unique._send import _transact, derive_token, new_token
 
 MOTO = Backend("moto", None)
 M = TypeVar("M", bound=Model)
@@ -838,3 +838,23 @@ def test_update_without_unique_change__bad_condition__pynamodb_error(moto_backen
         assert counter.operations == []
         errors.append(str(raised.value))
     assert errors[0] == errors[1]
+
+
+def test_replan__token_derived_from_the_base_and_the_actions_arguments(moto_backend: None) -> None:
+    """A re-planned request's token folds the caller's token, the step and each action's own
+    arguments (as sent inside TransactItems): the same token as the last release derived, so a
+    resend after an upgrade is still the same request."""
+    accounts = bind_model(Account, MOTO)
+    accounts(pk="a1", email="ada@x.io", username="ada").save()
+    stale = accounts.get("a1", "PROFILE")
+    fresh = accounts.get("a1", "PROFILE")
+    fresh.email = "countess@x.io"
+    fresh.save()
+    stale.email = "lovelace@x.io"
+    with RequestCounter(accounts) as counter:
+        stale.save(client_request_token="tok-base")
+    first, second = counter.params("TransactWriteItems")
+    assert first["ClientRequestToken"] == "tok-base"
+    arguments = [kwargs for item in second["TransactItems"] for kwargs in item.values()]
+    assert second["ClientRequestToken"] == derive_token("tok-base", 1, arguments)
+    assert accounts.get("a1", "PROFILE").email == "lovelace@x.io"
