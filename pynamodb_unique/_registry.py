@@ -54,8 +54,7 @@ def lock_table_id(model: type[Model]) -> TableId:
     return table_id(model, getattr(getattr(model, "Meta", None), "unique_lock_table", None))
 
 
-def registered() -> list[type[Model]]:
-    """The registered models still alive."""
+def _registered() -> list[type[Model]]:
     with _mutex:
         return [model for _, model in _live()]
 
@@ -162,20 +161,20 @@ def lock_sharers(model: type[Model]) -> list[type[Model]]:
     expires is settled across all of them.
     """
     locks = lock_table_id(model)
-    others = [m for m in registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
+    others = [m for m in _registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
     return [model, *others] if locks is not None else [model]
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
     """The registered models whose records live in ``model``'s table, ``model`` included."""
     table = table_id(model)
-    return [m for m in registered() if table is not None and table_id(m) == table]
+    return [m for m in _registered() if table is not None and table_id(m) == table]
 
 
 def holds_locks(model: type[Model]) -> bool:
     """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
     table = table_id(model)
-    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in registered()))
+    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in _registered()))
 
 
 def family(model: type[Model]) -> list[type[Model]]:
@@ -223,7 +222,7 @@ def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
 def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
     """The registered models keeping locks in ``model``'s lock table under any of ``names`` (former forms too)."""
     locks = lock_table_id(model)
-    return [m for m in registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
+    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
 
 
 def item_filter(model: type[Model]) -> Any:

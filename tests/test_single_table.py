@@ -28,7 +28,7 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._context import context_of
 from pynamodb_unique._locks import lock_table
-from pynamodb_unique._registry import registered
+from pynamodb_unique._registry import _registered
 
 
 def _locks(model: type[Model]) -> dict[str, tuple[str, str]]:
@@ -312,12 +312,12 @@ def test_registry__a_model_nothing_uses__is_forgotten() -> None:
         return Passing
 
     model = define()
-    assert model in registered()
+    assert model in _registered()
     gone = weakref.ref(model)
     del model
     gc.collect()
     assert gone() is None
-    assert all(m.Meta.table_name != "passing-by" for m in registered())
+    assert all(m.Meta.table_name != "passing-by" for m in _registered())
 
 
 def _sharing(locks: str, name: str, *, hold: timedelta | None = None) -> type[Model]:
