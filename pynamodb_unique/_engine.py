@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from pynamodb.exceptions import CancellationReason
 
@@ -171,71 +171,80 @@ def plan_once(
 def write(context: ModelContext, instance: Model, intent: Intent, assumed: Stored, desire: Desire) -> Any:
     """Plan, send, and re-plan from the stored item when the view was stale (at most ``MAX_PLANS``).
 
-    Traced as one span when a tracer provider is configured (:mod:`pynamodb_unique._telemetry`).
+    Traced as one span when a tracer provider is configured (:mod:`pynamodb_unique._telemetry`);
+    a watched write counts and logs its requests.
 
     Raises:
         UniqueViolation: a value is held by another record.
         ConditionFailed: the caller's condition or the version check failed.
         StaleWrite: the record kept changing.
     """
+    # Started and ended here, not by a ``with`` around a function of its own: every write runs
+    # this, and each function is code of its own to fetch (from a cold cache, more than it runs).
     watched = _telemetry.watch(METHODS[intent.op], context.model.__name__)
-    if watched is None:
-        return _write(context, instance, intent, assumed, desire, None)
-    with watched:
-        return _write(context, instance, intent, assumed, desire, watched)
+    if watched is not None:
+        watched.start()
+    try:
+        base_token = intent.token
+        not_ours = _NONE
+        # The connection first: PynamoDB builds it anew after a change of table, and the lock
+        # table of a model keeping locks in its own table is renewed with it.
+        table = connection(context.model)
+        sender, attempts = table.connection, context.retry_attempts
+        locks = context.locks(table)
+        # A caller's token resent keeps its first request's clock (expiring locks carry the time).
+        now = request_clock(base_token) if locks.expiring else None
+        # A counter, not range(): read at each turn, and no range object built on every write.
+        step = 0
+        while True:
+            if step == MAX_PLANS:
+                _stale(context, instance, intent.op)
+            plan, desired = plan_once(context, intent.op, assumed, desire, not_ours)
+            request = build_request(
+                context,
+                instance,
+                plan,
+                intent.condition,
+                intent.actions,
+                add_version_condition=intent.add_version_condition,
+                locks=locks,
+                now=now,
+            )
+            step_token: str | None = None
+            if request.transactional:
+                # Made once per operation, and only when a request carries it.
+                base_token = base_token or new_token()
+                step_token = base_token if step == 0 else derive_token(base_token, step, request.arguments())
+            if watched is not None:
+                watched.sending(request.operation, len(request.items), step + 1)
+            try:
+                response = send(sender, request, step_token, attempts=attempts)
+            except WriteFailed as failure:
+                assumed, not_ours = _after_failure(context, instance, plan, failure, not_ours)
+                if step + 1 < MAX_PLANS:
+                    _telemetry.replanned(context.model.__name__, METHODS[intent.op], step + 2, MAX_PLANS)
+                step += 1
+                continue
+            if watched is not None:
+                watched.consumed(response)
+            response = after_success(context, instance, intent, plan, desired, response)
+            break
+    except BaseException as exc:
+        if watched is not None:
+            watched.end(exc)
+        raise
+    if watched is not None:
+        watched.end(None)
+    return response
 
 
-def _write(
-    context: ModelContext,
-    instance: Model,
-    intent: Intent,
-    assumed: Stored,
-    desire: Desire,
-    watched: _telemetry.Write | None,
-) -> Any:
-    """:func:`write`'s loop; ``watched`` (when observed) counts and logs its requests."""
-    base_token = intent.token
-    not_ours = _NONE
-    # The connection first: PynamoDB builds it anew after a change of table, and the lock table
-    # of a model keeping locks in its own table is renewed with it.
-    table = connection(context.model)
-    sender, attempts = table.connection, context.retry_attempts
-    locks = context.locks(table)
-    # A caller's token resent keeps its first request's clock (expiring locks carry the time).
-    now = request_clock(base_token) if locks.expiring else None
-    # A counter, not range(): read at each turn, and no range object built on every write.
-    step = 0
-    while step < MAX_PLANS:
-        plan, desired = plan_once(context, intent.op, assumed, desire, not_ours)
-        request = build_request(
-            context,
-            instance,
-            plan,
-            intent.condition,
-            intent.actions,
-            add_version_condition=intent.add_version_condition,
-            locks=locks,
-            now=now,
-        )
-        step_token: str | None = None
-        if request.transactional:
-            # Made once per operation, and only when a request carries it.
-            base_token = base_token or new_token()
-            step_token = base_token if step == 0 else derive_token(base_token, step, request.arguments())
-        if watched is not None:
-            watched.sending(request.operation, len(request.items), step + 1)
-        try:
-            response = send(sender, request, step_token, attempts=attempts)
-        except WriteFailed as failure:
-            assumed, not_ours = _after_failure(context, instance, plan, failure, not_ours)
-            if step + 1 < MAX_PLANS:
-                _telemetry.replanned(context.model.__name__, METHODS[intent.op], step + 2, MAX_PLANS)
-            step += 1
-            continue
-        if watched is not None:
-            watched.consumed(response)
-        return after_success(context, instance, intent, plan, desired, response)
-    _telemetry.stale(context.model.__name__, METHODS[intent.op], f"the record kept changing ({MAX_PLANS} plans)")
+def _stale(context: ModelContext, instance: Model, op: RecordOp) -> NoReturn:
+    """Give up a write whose record kept changing: every plan met another stored state.
+
+    Raises:
+        StaleWrite: always.
+    """
+    _telemetry.stale(context.model.__name__, METHODS[op], f"the record kept changing ({MAX_PLANS} plans)")
     msg = f"{type(instance).__name__} {context.owner(instance)}: {StaleWrite.msg} ({MAX_PLANS} plans)"
     raise StaleWrite(msg)
 
@@ -283,27 +292,34 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
 
     Traced as one span, as :func:`write` is.
     """
+    # In one function, as write() is: run by every update that moves no unique value.
     watched = _telemetry.watch("update", context.model.__name__)
-    if watched is None:
-        return _plain_update(context, instance, intent, None)
-    with watched:
-        return _plain_update(context, instance, intent, watched)
-
-
-def _plain_update(context: ModelContext, instance: Model, intent: Intent, watched: _telemetry.Write | None) -> Any:
     if watched is not None:
+        watched.start()
         watched.sending("UpdateItem", 1, 1)
-    request = plain_update_request(context, instance, intent)
     try:
-        response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
-    except WriteFailed as failure:
-        refuse_other_class(context, failure.reasons[0].raw_item if failure.reasons[0] is not None else None)
-        msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
-        error = conditional_check_error(failure.cause, "UpdateItem")
-        raise ConditionFailed(msg, error) from error
+        planner = context.planner
+        if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
+            item = update_item(context, instance, intent.condition, intent.actions or ())
+            request = Request(_PLAIN_UPDATE, [item], "UpdateItem")
+        else:
+            request = plain_update_request(context, instance, intent)
+        try:
+            response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
+        except WriteFailed as failure:
+            refuse_other_class(context, failure.reasons[0].raw_item if failure.reasons[0] is not None else None)
+            msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"
+            error = conditional_check_error(failure.cause, "UpdateItem")
+            raise ConditionFailed(msg, error) from error
+        if watched is not None:
+            watched.consumed(response)
+        instance.deserialize(response["Attributes"])
+    except BaseException as exc:
+        if watched is not None:
+            watched.end(exc)
+        raise
     if watched is not None:
-        watched.consumed(response)
-    instance.deserialize(response["Attributes"])
+        watched.end(None)
     return response
 
 

@@ -142,14 +142,14 @@ class Request:
     ``object.__setattr__``.
 
     Attributes:
-        plan: the plan it sends.
+        plan: the plan it sends (None: items not planned as one, ``bulk_save``'s chunks).
         items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
             (``{"Put": {...}}``...), one per action in the order :meth:`Plan.sent` gives.
         operation: the DynamoDB operation.
         transactional: whether the operation is TransactWriteItems.
     """
 
-    plan: Plan
+    plan: Plan | None
     items: list[dict[str, Any]]
     operation: str
     transactional: bool = False
@@ -170,35 +170,16 @@ class WriteFailed(Exception):
         self.cause = cause
 
 
-def _transact_items(connection: Connection, items: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
-    """One TransactWriteItems of ``items`` (``{"Put": {...}}``...), as PynamoDB's ``transact_write_items`` sends it.
+def _wrapped(request: Request, exc: BotoCoreError | ClientError) -> PynamoDBException:
+    """A botocore error of ``request``, wrapped as PynamoDB's own sending wraps it.
 
-    The same arguments in the same order (the token, then the items), through the connection's
-    ``dispatch`` (its signals, its consumed-capacity default), errors wrapped as PynamoDB wraps them.
+    As ``transact_write_items``, ``put_item``, ``update_item`` and ``delete_item`` do; raised in the
+    ``except`` block, the botocore error is the ``cause`` and the implicit context.
     """
-    kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
-    kwargs["TransactItems"] = items
-    try:
-        return connection.dispatch("TransactWriteItems", kwargs)
-    except (BotoCoreError, ClientError) as exc:
-        # As PynamoDB raises it: the botocore error is its ``cause`` (and the implicit context).
-        raise TransactWriteError("Failed to write transaction items", exc)  # noqa: B904
-
-
-def _transact(connection: Connection, grouped: Mapping[str, list[dict[str, Any]]], token: str | None) -> dict[str, Any]:
-    """One TransactWriteItems of items grouped as PynamoDB sends them (``check``, ``delete``, ``put``, ``update``)."""
-    items = [{TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
-    return _transact_items(connection, items, token)
-
-
-def _single(connection: Connection, operation: str, item: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return connection.dispatch(operation, dict(item))
-    except (BotoCoreError, ClientError) as exc:
-        # Wrapped as PynamoDB's own put_item/update_item/delete_item wrap them (the botocore
-        # error is the cause, and the implicit context).
-        error, text = _SINGLE_ERRORS[operation]
-        raise error(f"{text}: {exc}", exc)  # noqa: B904
+    if request.transactional:
+        return TransactWriteError("Failed to write transaction items", exc)
+    error, text = _SINGLE_ERRORS[request.operation]
+    return error(f"{text}: {exc}", exc)
 
 
 def error_code(exc: PynamoDBException) -> str | None:
@@ -251,8 +232,7 @@ def retrying(
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
     if not isinstance(attempts, int) or attempts < 1:
-        msg = f"attempts must be an integer of at least 1, got {attempts!r}"
-        raise ValueError(msg)
+        _refuse_attempts(attempts)
     # A counter, not range(): every write comes here once, and a range object is code that no
     # other part of a write runs (a cache miss more per write from a cold cache).
     attempt = 0
@@ -262,15 +242,39 @@ def retrying(
         except PynamoDBException as exc:
             if failed is not None:
                 failed(exc)
-            if not is_transient(exc):
+            if not _backed_off(exc, attempt, attempts):
                 raise
-            if attempt + 1 >= attempts:
-                _telemetry.transient(error_code(exc), attempts)
-                msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
-                raise TransientError(msg, exc) from exc
-            _telemetry.retried(error_code(exc), attempt + 1, attempts)
-            backoff(attempt)
             attempt += 1
+
+
+def _refuse_attempts(attempts: Any) -> None:
+    """Refuse a count of attempts that is not an integer of at least 1 (before any request).
+
+    Raises:
+        ValueError: always.
+    """
+    msg = f"attempts must be an integer of at least 1, got {attempts!r}"
+    raise ValueError(msg)
+
+
+def _backed_off(exc: PynamoDBException, attempt: int, attempts: int) -> bool:
+    """After a failed ``attempt`` (counted from 0): wait and return True when the request may be resent.
+
+    Returns:
+        False when ``exc`` is not worth resending (the caller raises it).
+
+    Raises:
+        TransientError: conflicts or throttling outlasted ``attempts``.
+    """
+    if not is_transient(exc):
+        return False
+    if attempt + 1 >= attempts:
+        _telemetry.transient(error_code(exc), attempts)
+        msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
+        raise TransientError(msg, exc) from exc
+    _telemetry.retried(error_code(exc), attempt + 1, attempts)
+    backoff(attempt)
+    return True
 
 
 def _condition_reasons(exc: PynamoDBException) -> list[CancellationReason | None] | None:
@@ -393,7 +397,8 @@ def send_transaction(
         TransientError: conflicts or throttling outlasted ``attempts``.
         IdempotencyMismatch: ``token`` was used for a different request.
     """
-    return retrying(_transact, connection, grouped, token, attempts=attempts, failed=_failed_condition)
+    items = [{TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
+    return send(connection, Request(None, items, "TransactWriteItems", transactional=True), token, attempts=attempts)
 
 
 def send(
@@ -403,7 +408,11 @@ def send(
     *,
     attempts: int = RETRY_ATTEMPTS,
 ) -> dict[str, Any]:
-    """Send ``request``, retrying conflicts and throttling with the same token.
+    """Send ``request`` as PynamoDB sends it, resending conflicts and throttling with the same token.
+
+    Through the connection's ``dispatch`` (its signals, its consumed-capacity default); a
+    transaction's arguments in the order of PynamoDB's ``transact_write_items`` (the token, then
+    the items); errors wrapped as PynamoDB wraps them; resent as :func:`retrying` resends.
 
     Raises:
         WriteFailed: a condition failed (the reasons say which).
@@ -411,8 +420,23 @@ def send(
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
     """
-    # Its arguments built once for every resend, passed as they are (no partial to build).
-    if request.transactional:
-        return retrying(_transact_items, connection, request.items, token, attempts=attempts, failed=_failed_condition)
-    item = request.items[0]
-    return retrying(_single, connection, request.operation, item, attempts=attempts, failed=_failed_condition)
+    if not isinstance(attempts, int) or attempts < 1:
+        _refuse_attempts(attempts)
+    # Sent here, not through retrying() and a function per attempt: every write comes here, and
+    # each function is code of its own to fetch (from a cold cache, it costs more than it runs).
+    attempt = 0
+    while True:
+        try:
+            try:
+                if request.transactional:
+                    kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
+                    kwargs["TransactItems"] = request.items
+                    return connection.dispatch("TransactWriteItems", kwargs)
+                return connection.dispatch(request.operation, dict(request.items[0]))
+            except (BotoCoreError, ClientError) as exc:
+                raise _wrapped(request, exc)  # noqa: B904 - as PynamoDB raises it (the implicit context).
+        except PynamoDBException as exc:
+            _failed_condition(exc)
+            if not _backed_off(exc, attempt, attempts):
+                raise
+            attempt += 1

@@ -99,7 +99,8 @@ _current: ContextVar[Write | None] = ContextVar("pynamodb_unique_write", default
 class Write:
     """One observed library write: its span (when tracing), its DEBUG logs and what it consumed.
 
-    Made by :func:`watch` only when something observes writes; enter it with ``with``. The span's
+    Made by :func:`watch` only when something observes writes; enter it with ``with`` (or call
+    :meth:`start`, then :meth:`end`). The span's
     attributes, what the write did, are set when it ends.
     """
 
@@ -143,14 +144,22 @@ class Write:
         self._token: Any = None
 
     def __enter__(self) -> Write:
-        if self._scope is not None:
-            self._scope.__enter__()
-        self._token = _current.set(self)
+        self.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.end(exc)
+
+    def start(self) -> None:
+        """Begin the write (what entering it with ``with`` does): its span becomes the current one."""
+        if self._scope is not None:
+            self._scope.__enter__()
+        self._token = _current.set(self)
+
+    def end(self, exc: BaseException | None) -> None:
+        """End the write (what leaving the ``with`` block does), with the exception it raised, if any."""
         _current.reset(self._token)
         span = self.span
         if span is None:
@@ -168,7 +177,9 @@ class Write:
         if exc is not None:
             span.set_status(_error_status(exc))
             span.set_attribute("error.type", type(exc).__qualname__)
-        self._scope.__exit__(exc_type, exc, tb)
+        self._scope.__exit__(
+            type(exc) if exc is not None else None, exc, exc.__traceback__ if exc is not None else None
+        )
         span.end()
 
     def sending(self, request: str, items: int, plan: int) -> None:

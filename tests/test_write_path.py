@@ -49,7 +49,7 @@ from pynamodb_unique._plan import (
     Stored,
 )
 from pynamodb_unique._requests import guard_condition, record_kwargs
-from pynamodb_unique._send import _transact, derive_token, new_token
+from pynamodb_unique._send import WriteFailed, derive_token, new_token, send_transaction
 
 MOTO = Backend("moto", None)
 M = TypeVar("M", bound=Model)
@@ -683,9 +683,9 @@ def test_transact__same_request_as_pynamodb(moto_backend: None) -> None:
             update_items=grouped["update"],
             client_request_token="tok-a",
         )
-        _transact(connection, grouped, "tok-b")
+        send_transaction(connection, grouped, "tok-b")
         connection.transact_write_items([], [], grouped["put"], [])
-        _transact(connection, {"put": grouped["put"]}, None)
+        send_transaction(connection, {"put": grouped["put"]}, None)
     theirs, ours, theirs_plain, ours_plain = counter.params("TransactWriteItems")
     assert theirs.pop("ClientRequestToken") == "tok-a"
     assert ours.pop("ClientRequestToken") == "tok-b"
@@ -704,15 +704,14 @@ def test_transact__errors_wrapped_as_pynamodb(moto_backend: None, failure: str) 
     grouped = _grouped(table)
     if failure == "cancelled":
         accounts(pk="c", email="c@x.io").save()  # The ConditionCheck fails.
-    errors: list[TransactWriteError] = []
-    for send in (
-        lambda: connection.transact_write_items(grouped["check"], grouped["delete"], grouped["put"], grouped["update"]),
-        lambda: _transact(connection, grouped, None),
-    ):
-        with pytest.raises(TransactWriteError) as info:
-            send()
-        errors.append(info.value)
-    theirs, ours = errors
+    with pytest.raises(TransactWriteError) as theirs_raised:
+        connection.transact_write_items(grouped["check"], grouped["delete"], grouped["put"], grouped["update"])
+    # A failed condition comes back as the library's WriteFailed, PynamoDB's error its cause.
+    with pytest.raises(TransactWriteError if failure == "no-table" else WriteFailed) as ours_raised:
+        send_transaction(connection, grouped, None, attempts=1)
+    theirs = theirs_raised.value
+    ours = ours_raised.value.cause if isinstance(ours_raised.value, WriteFailed) else ours_raised.value
+    assert isinstance(ours, TransactWriteError)
     assert type(ours) is type(theirs)
     assert str(ours) == str(theirs)
     assert type(ours.cause) is type(theirs.cause)
