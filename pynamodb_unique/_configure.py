@@ -15,6 +15,7 @@ from ._constraint import LOCK_ATTRIBUTES, Constraint, resolve_constraints
 from ._plan import MAX_TRANSACTION_ACTIONS, Planner
 from ._pynamodb import blank_instance
 from ._registry import discriminator as discriminator_of
+from ._send import RETRY_ATTEMPTS
 from .exceptions import UniqueConfigError
 
 
@@ -75,6 +76,11 @@ def configure(cls: type[Model]) -> Planner | None:
     hash_attribute = next((a for a in attributes.values() if a.is_hash_key), None)
     if hash_attribute is None:
         return None  # An abstract base: its concrete subclasses are checked.
+    # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here.
+    attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+    if not isinstance(attempts, int) or attempts < 1:
+        msg = f"{model}: Meta.unique_retry_attempts must be an integer of at least 1, got {attempts!r}"
+        raise UniqueConfigError(msg)
     range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
     discriminator = discriminator_of(cls)
     versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())

@@ -140,11 +140,19 @@ class ModelContext:
 
     # Settings, read when used: tests and the CLI change Meta after the class is defined.
 
-    @property
-    def retry_attempts(self) -> int:
-        """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``."""
+    def read_retry_attempts(self) -> int:
+        """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``.
+
+        A write reads it only when a request is to be resent (:func:`~pynamodb_unique._send.send`):
+        reading a Meta setting costs more than the rest of a write's handling of its attempts.
+        """
         attempts: int = meta_value(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         return attempts
+
+    @property
+    def retry_attempts(self) -> int:
+        """``Meta.unique_retry_attempts``, read now (:meth:`read_retry_attempts`)."""
+        return self.read_retry_attempts()
 
     @property
     def table_name(self) -> str:

@@ -15,7 +15,7 @@ from pynamodb.exceptions import CancellationReason
 from . import _telemetry
 from ._context import ModelContext, OwnerKey, updated_image
 from ._locks import lock_owner, lock_owner_model
-from ._plan import ABSENT, LockNotOurs, LockPut, LockRelease, Plan, PlanAction, RecordOp, RecordWrite, Stored
+from ._plan import ABSENT, LockNotOurs, LockPut, LockRelease, Plan, PlanAction, Planner, RecordOp, RecordWrite, Stored
 from ._pynamodb import connection
 from ._registry import stored_class
 from ._requests import OPERATIONS, and_conditions, build_request, update_item
@@ -155,7 +155,16 @@ def intent_plan(
         changes = context.update_changes(actions or ())
     if not changes:
         return Stored(exists=True), None
-    return guess, lambda stored: context.planner.updated(stored, changes)
+    return guess, _updating(context.planner, changes)
+
+
+def _updating(planner: Planner, changes: dict[str, Any]) -> Callable[[Stored], dict[str, Any]]:
+    """An update's desire: its changes applied to what is stored.
+
+    Made here, not in :func:`intent_plan`: a function whose lambda reads its variables makes a
+    cell for each on every call, a save's and a delete's too.
+    """
+    return lambda stored: planner.updated(stored, changes)
 
 
 def plan_once(
@@ -190,7 +199,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         # The connection first: PynamoDB builds it anew after a change of table, and the lock
         # table of a model keeping locks in its own table is renewed with it.
         table = connection(context.model)
-        sender, attempts = table.connection, context.retry_attempts
+        sender, attempts = table.connection, context.read_retry_attempts
         locks = context.locks(table)
         # A caller's token resent keeps its first request's clock (expiring locks carry the time).
         now = request_clock(base_token) if locks.expiring else None
@@ -305,7 +314,7 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
         else:
             request = plain_update_request(context, instance, intent)
         try:
-            response = send(connection(context.model).connection, request, None, attempts=context.retry_attempts)
+            response = send(connection(context.model).connection, request, None, attempts=context.read_retry_attempts)
         except WriteFailed as failure:
             refuse_other_class(context, failure.reasons[0].raw_item if failure.reasons[0] is not None else None)
             msg = f"{type(instance).__name__} {context.owner(instance)}: {ConditionFailed.msg}"

@@ -187,12 +187,13 @@ class LockCodec:
         if expires is not None:
             item[self.expires_name] = dict(expires)
         # _names() and, for one owner, _values() in place: every lock taken comes here.
-        names = dict(self._owner_names[len(owner)])
-        values = (
-            dict(zip(_VALUE_PLACEHOLDERS, owner.values()))  # noqa: B905 - as _values().
-            if previous is None
-            else self._values(owner, previous)
-        )
+        names = {**self._owner_names[len(owner)]}
+        if previous is not None:
+            values = self._values(owner, previous)
+        elif len(owner) == 1:
+            values = {":0": owner[OWNER_HASH]}
+        else:
+            values = {":0": owner[OWNER_HASH], ":1": owner[OWNER_RANGE]}
         if self.expiring:
             condition = f"({condition} OR #exp < :now)"
             names["#exp"] = self.expires_name
@@ -243,14 +244,17 @@ class LockCodec:
 
     def release(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Delete: give the value back when the lock is ``owner``'s (or already gone)."""
-        # _names() and _values() of one owner, in place: every delete and change releases.
+        # _names() and _values() of one owner, in place: every delete and change releases. The
+        # owner's values by name, not dict(zip()): C code no other part of a write runs.
+        one = len(owner) == 1
+        values = {":0": owner[OWNER_HASH]} if one else {":0": owner[OWNER_HASH], ":1": owner[OWNER_RANGE]}
         return {
             "TableName": self.table_name,
             "Key": self.key(lock_key),
             "ConditionExpression": self._free_or_owned[len(owner)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            "ExpressionAttributeNames": dict(self._owner_names[len(owner)]),
-            "ExpressionAttributeValues": dict(zip(_VALUE_PLACEHOLDERS, owner.values())),  # noqa: B905 - as _values().
+            "ExpressionAttributeNames": {**self._owner_names[len(owner)]},
+            "ExpressionAttributeValues": values,
         }
 
     def _expect(self, expected: Mapping[str, Any] | object | None) -> dict[str, Any]:

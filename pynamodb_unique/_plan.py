@@ -357,8 +357,7 @@ class Plan:
             # A loop, not two comprehensions: each is a function of its own on CPython 3.11.
             for release in self.releases:
                 (deletes if release.op == "delete" else puts).append(release)
-            puts += self.puts
-            cached = [*self.checks, *deletes, *puts]
+            cached = [*self.checks, *deletes, *puts, *self.puts]
             if record.op == "update":
                 cached.append(record)
             self._sent = cached
@@ -746,7 +745,14 @@ class Planner:
         puts: list[LockPut] = []
         before, known = stored.values, stored.keys if stored.exists else {}
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
-        changed = {n for n in old_planner.unique_names if before.get(n) != desired.get(n)} if stored.exists else None
+        # A loop, not a comprehension: a function of its own (CPython 3.11), and a cell for each
+        # variable it reads, made on every call.
+        changed: set[str] | None = None
+        if stored.exists:
+            changed = set()
+            for name in old_planner.unique_names:
+                if before.get(name) != desired.get(name):
+                    changed.add(name)
         # A new expiry moves onto every lock the record keeps: each is put again (owner: this record).
         moved = old_planner.ttl is not None and changed is not None and old_planner.ttl in changed
         after: dict[str, str | None] | None = {}

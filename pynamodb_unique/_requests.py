@@ -54,37 +54,46 @@ def _guarded(
     here; an update's actions are serialized by PynamoDB's ``Update`` after the guard, sharing its
     placeholders, as PynamoDB's builder numbers them.
     """
-    condition = guard_condition(guard)
-    kwargs: dict[str, Any]
-    if op == "put":
-        kwargs = {
-            "TableName": context.table_name,
-            "Item": instance.serialize(),
-            RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
-        }
-        kwargs.update(condition)
+    parts = _guard_parts(guard)
+    if op == "update":
+        kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
+        # PynamoDB's placeholders map names to placeholders, the guard's first. Inverted with
+        # loops: a comprehension is a function of its own (CPython 3.11), and dict(zip()) C code
+        # no other part of a write runs (each costs more to fetch from a cold cache than to run).
+        placeholders: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        if parts is not None:
+            kwargs["ConditionExpression"], names, values = parts
+            for placeholder, name in names.items():
+                placeholders[name] = placeholder
+        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
+        kwargs["UpdateExpression"] = Update(*(actions or ())).serialize(placeholders, values)
+        if placeholders:
+            names = {}
+            for name, placeholder in placeholders.items():
+                names[placeholder] = name
+            kwargs["ExpressionAttributeNames"] = names
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
         return kwargs
+    if op == "put":
+        body, value = "Item", instance.serialize()
+    else:
+        body, value = "Key", context.key_of(owner or context.owner(instance))
+    if parts is None:
+        return {"TableName": context.table_name, body: value, RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD}
+    expression, names, values = parts
+    # Every argument in one literal: a dict built key by key is resized on its sixth.
     kwargs = {
         "TableName": context.table_name,
-        "Key": context.key_of(owner) if owner is not None else context.key_item(instance),
+        body: value,
+        RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
+        "ConditionExpression": expression,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
     }
-    if op == "delete":
-        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
-        kwargs.update(condition)
-        return kwargs
-    # PynamoDB's placeholders map names to placeholders; the condition's come first.
-    # Dicts inverted with dict(zip()), not comprehensions (each a function of its own on CPython 3.11).
-    names = condition.get("ExpressionAttributeNames", {})
-    placeholders = dict(zip(names.values(), names.keys()))  # noqa: B905 - a dict's views, as long.
-    values: dict[str, Any] = condition.get("ExpressionAttributeValues", {})
-    if "ConditionExpression" in condition:
-        kwargs["ConditionExpression"] = condition["ConditionExpression"]
-    kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
-    kwargs["UpdateExpression"] = Update(*(actions or ())).serialize(placeholders, values)
-    if placeholders:
-        kwargs["ExpressionAttributeNames"] = dict(zip(placeholders.values(), placeholders.keys()))  # noqa: B905
-    if values:
-        kwargs["ExpressionAttributeValues"] = values
+    if not values:
+        del kwargs["ExpressionAttributeValues"]
     return kwargs
 
 
@@ -96,19 +105,22 @@ def update_item(
     For a model without a version attribute; equal to PynamoDB's builder (a unit test compares
     them): the condition's placeholders first, then the actions'.
     """
-    names: dict[str, str] = {}
+    placeholders: dict[str, str] = {}
     values: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
     if condition is not None:
         if not isinstance(condition, Condition):
             msg = "'condition' must be an instance of Condition"  # type: ignore[unreachable] # untyped callers; PynamoDB's words.
             raise ValueError(msg)
-        kwargs["ConditionExpression"] = condition.serialize(names, values)
+        kwargs["ConditionExpression"] = condition.serialize(placeholders, values)
     kwargs["ReturnValues"] = "ALL_NEW"
-    kwargs["UpdateExpression"] = Update(*actions).serialize(names, values)
-    if names:
-        # Inverted with dict(zip()), not a comprehension (a function of its own on CPython 3.11).
-        kwargs["ExpressionAttributeNames"] = dict(zip(names.values(), names.keys()))  # noqa: B905
+    kwargs["UpdateExpression"] = Update(*actions).serialize(placeholders, values)
+    if placeholders:
+        # Inverted with a loop, as in _guarded.
+        names = {}
+        for name, placeholder in placeholders.items():
+            names[placeholder] = name
+        kwargs["ExpressionAttributeNames"] = names
     if values:
         kwargs["ExpressionAttributeValues"] = values
     return kwargs
@@ -121,23 +133,37 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
         ``ExpressionAttributeValues``, as PynamoDB's builders give them for the same condition.
     """
-    shape, values = guard.compiled()
+    parts = _guard_parts(guard)
+    if parts is None:
+        return {}
+    expression, names, values = parts
+    kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": names}
+    if values:
+        kwargs["ExpressionAttributeValues"] = values
+    return kwargs
+
+
+def _guard_parts(guard: Guard) -> tuple[str, dict[str, str], dict[str, Any]] | None:
+    """:func:`guard_condition`'s expression, names and values (empty: none), or None: nothing to check."""
+    shape, found = guard.compiled()
     texts = guard.planner.guard_texts
     text = texts.get(shape)
     if text is None:
         condition = guard.condition()
         if condition is None:
-            return {}
+            return None
         names: dict[str, str] = {}
         expression = condition.serialize(names, {})
         text = texts[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
-    expression, names = text
-    kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": dict(names)}
-    if values:
-        # Placeholders numbered in order, taken from a table (no number formatted per write).
-        numbered = _PLACEHOLDERS if len(values) <= len(_PLACEHOLDERS) else [f":{i}" for i in range(len(values))]
-        kwargs["ExpressionAttributeValues"] = dict(zip(numbered, values))  # noqa: B905 - as many as values or more.
-    return kwargs
+    # Placeholders numbered in order, taken from a table (no number formatted per write); a loop,
+    # not dict(zip()) (C code no other part of a write runs).
+    numbered = _PLACEHOLDERS if len(found) <= len(_PLACEHOLDERS) else [f":{i}" for i in range(len(found))]
+    values = {}
+    i = 0
+    for value in found:
+        values[numbered[i]] = value
+        i += 1  # noqa: SIM113 - enumerate() is C code no other part of a write runs.
+    return text[0], {**text[1]}, values
 
 
 def record_kwargs(

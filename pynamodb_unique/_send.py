@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -247,7 +247,7 @@ def retrying(
             attempt += 1
 
 
-def _refuse_attempts(attempts: Any) -> None:
+def _refuse_attempts(attempts: Any) -> NoReturn:
     """Refuse a count of attempts that is not an integer of at least 1 (before any request).
 
     Raises:
@@ -406,7 +406,7 @@ def send(
     request: Request,
     token: str | None,
     *,
-    attempts: int = RETRY_ATTEMPTS,
+    attempts: int | Callable[[], int] = RETRY_ATTEMPTS,
 ) -> dict[str, Any]:
     """Send ``request`` as PynamoDB sends it, resending conflicts and throttling with the same token.
 
@@ -414,13 +414,21 @@ def send(
     transaction's arguments in the order of PynamoDB's ``transact_write_items`` (the token, then
     the items); errors wrapped as PynamoDB wraps them; resent as :func:`retrying` resends.
 
+    Args:
+        connection: PynamoDB's connection.
+        request: what to send.
+        token: the transaction's ClientRequestToken (None: a single-item write, or no token).
+        attempts: sends in all, or how to read the number when a resend is first considered
+            (a model's setting: most writes never need it).
+
     Raises:
         WriteFailed: a condition failed (the reasons say which).
         TransientError: conflicts or throttling outlasted ``attempts``.
         IdempotencyMismatch: ``token`` was used for a different request.
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
+        ValueError: ``attempts`` is not an integer of at least 1.
     """
-    if not isinstance(attempts, int) or attempts < 1:
+    if not callable(attempts) and (not isinstance(attempts, int) or attempts < 1):
         _refuse_attempts(attempts)
     # Sent here, not through retrying() and a function per attempt: every write comes here, and
     # each function is code of its own to fetch (from a cold cache, it costs more than it runs).
@@ -437,6 +445,10 @@ def send(
                 raise _wrapped(request, exc)  # noqa: B904 - as PynamoDB raises it (the implicit context).
         except PynamoDBException as exc:
             _failed_condition(exc)
+            if callable(attempts):
+                attempts = attempts()
+                if not isinstance(attempts, int) or attempts < 1:
+                    _refuse_attempts(attempts)
             if not _backed_off(exc, attempt, attempts):
                 raise
             attempt += 1

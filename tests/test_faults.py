@@ -31,10 +31,20 @@ from _invariant import actual_locks, assert_invariant, raw_items
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from models import Account
+from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import PutError, PynamoDBException, TransactWriteError
+from pynamodb.models import Model
 
-from pynamodb_unique import IdempotencyMismatch, TransientError, UniqueViolation, _send
-from pynamodb_unique._context import meta_value
+from pynamodb_unique import (
+    IdempotencyMismatch,
+    TransientError,
+    UniqueAttribute,
+    UniqueConfigError,
+    UniqueMixin,
+    UniqueViolation,
+    _send,
+)
+from pynamodb_unique._context import ModelContext, meta_value
 
 PK = "ACCT#a1f9c3"
 ADA = "ada@lovelace.io"
@@ -565,6 +575,58 @@ def test_retry_attempts__inherited_meta_setting__honoured(
         with pytest.raises(TransientError, match="after 2 attempts"):
             account.save()
     assert counter.count("TransactWriteItems") == 2
+
+
+def test_retry_attempts__read_only_when_a_request_is_resent(
+    accounts: type[Account], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that succeeds at once never reads ``Meta.unique_retry_attempts``; one that meets a
+    conflict reads it once, when the first resend is considered."""
+    _sleeps(monkeypatch)
+    reads: list[str] = []
+    real = ModelContext.read_retry_attempts
+
+    def counted(self: ModelContext) -> int:
+        reads.append(self.model.__name__)
+        return real(self)
+
+    monkeypatch.setattr(ModelContext, "read_retry_attempts", counted)
+    account = CREATE.prepare(accounts)
+    account.save()
+    account.update(actions=[accounts.bio.set("poet")])
+    assert reads == []
+    with Faults(accounts) as faults:
+        faults.answer_error("UpdateItem", "TransactionConflictException", 2)
+        account.update(actions=[accounts.bio.set("painter")])
+    assert reads == [accounts.__name__]
+
+
+@pytest.mark.parametrize("attempts", [0, -1, 2.5, "3", None])
+def test_retry_attempts__bad_setting__refused_when_the_model_is_defined(attempts: Any) -> None:
+    """A ``Meta.unique_retry_attempts`` that is no integer of at least 1 fails the class definition."""
+    with pytest.raises(UniqueConfigError, match="unique_retry_attempts must be an integer of at least 1"):
+
+        class Retried(UniqueMixin, Model):
+            class Meta:
+                table_name = "retried"
+                unique_retry_attempts = attempts
+
+            pk = UnicodeAttribute(hash_key=True)
+            email = UniqueAttribute(UnicodeAttribute())
+
+
+def test_retry_attempts__bad_setting_after_definition__refused_before_a_resend(
+    accounts: type[Account], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad setting made after the class was defined is refused when first read: before a resend."""
+    _sleeps(monkeypatch)
+    monkeypatch.setattr(accounts.Meta, "unique_retry_attempts", 0, raising=False)
+    account = CREATE.prepare(accounts)
+    with Faults(accounts) as faults, RequestCounter(accounts) as counter:
+        faults.answer_error("TransactWriteItems", "TransactionConflict", 1)
+        with pytest.raises(ValueError, match="at least 1"):
+            account.save()
+    assert counter.count("TransactWriteItems") == 1
 
 
 @pytest.mark.parametrize("shape", ["own", "inherited", "unset", "overridden", "object"])
