@@ -99,7 +99,8 @@ class ModelContext:
         self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
-        self._unique_set = frozenset(planner.unique_names)
+        # A dict, not a frozenset: set lookups are C code no other part of an update runs.
+        self._unique_set = dict.fromkeys(planner.unique_names)
         # Attributes whose default is made anew on each load (a callable): an item without them
         # holds no value, whatever the loaded instance shows.
         self._made_on_load = tuple(

@@ -292,12 +292,19 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
     )
 
 
-def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
+def plain_update(
+    context: ModelContext,
+    instance: Model,
+    actions: list[Action],
+    condition: Condition | None,
+    add_version_condition: bool,
+) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
 
     The request is PynamoDB's ``update()``'s, built by its public builder and loaded into the
     instance as ``update()`` loads it; a failed condition raises ``ConditionFailed`` (an
-    ``UpdateError`` whose cause is the ``ConditionalCheckFailedException``).
+    ``UpdateError`` whose cause is the ``ConditionalCheckFailedException``). No token: it is
+    no transaction.
 
     Traced as one span, as :func:`write` is.
     """
@@ -309,9 +316,9 @@ def plain_update(context: ModelContext, instance: Model, intent: Intent) -> Any:
     try:
         planner = context.planner
         if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
-            item = update_item(context, instance, intent.condition, intent.actions or ())
-            request = Request(_PLAIN_UPDATE, [item], "UpdateItem")
+            request = Request(_PLAIN_UPDATE, [update_item(context, instance, condition, actions)], "UpdateItem")
         else:
+            intent = Intent("update", condition, actions, add_version_condition, None)
             request = plain_update_request(context, instance, intent)
         try:
             response = send(connection(context.model).connection, request, None, attempts=context.read_retry_attempts)

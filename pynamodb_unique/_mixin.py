@@ -124,14 +124,13 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             msg = "the value of `actions` is expected to be a non-empty list"
             raise TypeError(msg)
         context, token = begun
-        intent = Intent("update", condition, actions, add_version_condition, token)
         # What is stored matters only when a unique value moves.
         changes = context.update_changes(actions)
         if not changes:
-            return plain_update(context, self, intent)
+            return plain_update(context, self, actions, condition, add_version_condition)
         assumed, desire = intent_plan(context, self, "update", actions, context.known(self), changes)
         assert desire is not None  # noqa: S101 - an update with changes plans.
-        return write(context, self, intent, assumed, desire)
+        return write(context, self, Intent("update", condition, actions, add_version_condition, token), assumed, desire)
 
     def delete(
         self,

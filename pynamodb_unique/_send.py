@@ -440,7 +440,8 @@ def send(
                     kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
                     kwargs["TransactItems"] = request.items
                     return connection.dispatch("TransactWriteItems", kwargs)
-                return connection.dispatch(request.operation, dict(request.items[0]))
+                # A copy ({**item}, not dict(item): C code no other part of a write runs).
+                return connection.dispatch(request.operation, {**request.items[0]})
             except (BotoCoreError, ClientError) as exc:
                 raise _wrapped(request, exc)  # noqa: B904 - as PynamoDB raises it (the implicit context).
         except PynamoDBException as exc:
