@@ -44,7 +44,8 @@ SNAPSHOT: Final = "_uniq_snapshot"
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
 
-_PREFIX_LENGTH: Final = len(LOCK_PREFIX)
+#: The first string after every string that starts with LOCK_PREFIX ("UNIQ$").
+_PREFIX_END: Final = LOCK_PREFIX[:-1] + chr(ord(LOCK_PREFIX[-1]) + 1)
 
 #: A setting absent from a Meta class's own namespace.
 _UNSET: Final = object()
@@ -299,9 +300,10 @@ class ModelContext:
         raw = instance.attribute_values.get(self.hash_name)
         hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
         # Not str.startswith: every write checks, and startswith parses its arguments with code no
-        # other part of a write runs (cache misses from a cold cache). A containment test first
-        # (the code lock keys are encoded with), then a slice, only for a key that holds the prefix.
-        if not (isinstance(hash_key, str) and LOCK_PREFIX in hash_key and hash_key[:_PREFIX_LENGTH] == LOCK_PREFIX):
+        # other part of a write runs (cache misses from a cold cache). A string starts with the
+        # prefix exactly when it sorts from the prefix up to, not including, the prefix with its
+        # last character the next one.
+        if not (isinstance(hash_key, str) and LOCK_PREFIX <= hash_key < _PREFIX_END):
             return
         # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
         if not getattr(self.model.Meta, "unique_lock_table", None):
