@@ -35,7 +35,15 @@ from pynamodb.exceptions import PynamoDBException, TransactWriteError, UpdateErr
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
-from pynamodb_unique import ConditionFailed, UniqueAttribute, UniqueConstraint, UniqueMixin, _plan, create_lock_table
+from pynamodb_unique import (
+    ConditionFailed,
+    InvalidUniqueValue,
+    UniqueAttribute,
+    UniqueConstraint,
+    UniqueMixin,
+    _plan,
+    create_lock_table,
+)
 from pynamodb_unique._plan import (
     SENT_ORDER,
     Guard,
@@ -857,3 +865,31 @@ def test_replan__token_derived_from_the_base_and_the_actions_arguments(moto_back
     arguments = [kwargs for item in second["TransactItems"] for kwargs in item.values()]
     assert second["ClientRequestToken"] == derive_token("tok-base", 1, arguments)
     assert accounts.get("a1", "PROFILE").email == "lovelace@x.io"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "UNIQ#",
+        "UNIQ#EMAIL#x",
+        "UNIQ$",
+        "UNIQ",
+        'UNIQ"x',
+        "UNIQ#\U0001f600",
+        "uniq#x",
+        "XUNIQ#",
+        "UNIQ%23x",
+        "",
+        "\U0001f600",
+    ],
+)
+def test_check_key__refused_exactly_when_the_hash_key_starts_with_the_lock_prefix(key: str) -> None:
+    """A record hash key is refused when, and only when, it starts with ``UNIQ#`` (tested by
+    ordering, without ``startswith``): keys around the prefix in sort order pass."""
+    context = _context(Account)
+    record = Account(pk=key, email="a@x.io")
+    if key.startswith("UNIQ#"):
+        with pytest.raises(InvalidUniqueValue, match="reserved for lock items"):
+            context.check_key(record)
+    else:
+        context.check_key(record)
