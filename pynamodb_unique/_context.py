@@ -385,7 +385,10 @@ class ModelContext:
 
     def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
         """Remember what is stored under the instance's key (after a read or a write)."""
-        object.__setattr__(instance, SNAPSHOT, (key or self.key(instance), stored))
+        if key is None:  # self.key(instance), inlined: every write ends here.
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        object.__setattr__(instance, SNAPSHOT, (key, stored))
 
     def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
         """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
@@ -440,8 +443,9 @@ class ModelContext:
             key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
         if remembered != key:
             return None
-        if isinstance(stored, dict):  # A loaded item, not read yet.
-            stored = self.item_view(stored)
+        if isinstance(stored, dict):  # A loaded item, not read yet: read as item_view() reads it.
+            verbatim = self._verbatim_of(stored) if self._verbatim else None
+            stored = Stored(exists=True, values=self._unique_values(stored), verbatim=verbatim)
             object.__setattr__(instance, SNAPSHOT, (remembered, stored))
         return stored
 

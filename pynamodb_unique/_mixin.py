@@ -19,6 +19,7 @@ from ._configure import configure
 from ._context import ModelContext, context_of
 from ._engine import Intent, intent_plan, plain_update, write
 from ._locks import lock_owner
+from ._plan import Stored
 from ._reads import UniqueReads
 from ._registry import register
 from ._send import check_token
@@ -151,9 +152,10 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         context, token = begun
-        assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
-        assert desire is not None  # noqa: S101 - a delete always plans.
-        return write(context, self, Intent("delete", condition, None, add_version_condition, token), assumed, desire)
+        # intent_plan()'s delete, inlined: unknown state, the instance's own values are guessed
+        # (the compare-and-swap checks the guess), and no value is wanted.
+        assumed = context.known(self) or Stored(exists=True, values=context.values(self))
+        return write(context, self, Intent("delete", condition, None, add_version_condition, token), assumed, {})
 
     def validate_unique(self, exclude: Iterable[str] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.

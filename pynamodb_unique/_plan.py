@@ -289,7 +289,7 @@ class LockPut(_LockAction):
     former: bool = False
 
 
-@dataclass
+@dataclass(init=False)
 class LockRelease(_LockAction):
     """Give a value back: delete its lock on condition that this record owns it (or it is gone).
 
@@ -300,11 +300,15 @@ class LockRelease(_LockAction):
     constraint: Constraint
     key: str
     former: bool = False
+    #: How it is sent: a delete, or a put for a hold (an attribute set once, not a property run
+    #: each time it is read: every release is sorted and sent by it).
+    op: SentGroup = field(init=False, compare=False, repr=False)
 
-    @property
-    def op(self) -> SentGroup:
-        """How it is sent: a delete, or a put for a hold."""
-        return "delete" if self.constraint.hold is None else "put"
+    def __init__(self, constraint: Constraint, key: str, former: bool = False) -> None:
+        self.constraint = constraint
+        self.key = key
+        self.former = former
+        self.op = "delete" if constraint.hold is None else "put"
 
 
 @dataclass

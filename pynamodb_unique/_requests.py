@@ -291,11 +291,12 @@ def build_request(
     if now is None and locks.expiring:
         now = int(time.time())
     items = []
-    # A loop, not a comprehension (a function of its own on CPython 3.11).
+    # A loop, not a comprehension (a function of its own on CPython 3.11). The record told by
+    # identity, not isinstance(): the plan holds one record write, and its other actions are locks'.
     for action in plan.sent():
-        if isinstance(action, RecordWrite):
+        if action is record:
             item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
         else:
-            item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
+            item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)  # type: ignore[arg-type] # a lock action: only the record is not (typing.cast would be a call).
         items.append({TRANSACT_KINDS[action.op]: item})
     return Request(plan, items, "TransactWriteItems", transactional=True)
