@@ -481,7 +481,9 @@ class ModelContext:
             path = action.values[0]
             if not isinstance(path, Path):
                 continue
-            name = self.python_names.get(path.path[0], path.path[0])
+            # Path.path's first segment, read without its property (a function run by every update).
+            first = path.values[0][0]
+            name = self.python_names.get(first, first)
             if name not in unique:
                 continue
             literal = _literal(action)
