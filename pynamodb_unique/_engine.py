@@ -242,9 +242,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         if watched is not None:
             watched.end(exc)
         raise
-    if watched is not None:
-        watched.end(None)
-    return response
+    return response if watched is None else watched.ended(response)
 
 
 def _stale(context: ModelContext, instance: Model, op: RecordOp) -> NoReturn:
@@ -334,9 +332,7 @@ def plain_update(
         if watched is not None:
             watched.end(exc)
         raise
-    if watched is not None:
-        watched.end(None)
-    return response
+    return response if watched is None else watched.ended(response)
 
 
 def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> None:

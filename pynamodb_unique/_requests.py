@@ -56,26 +56,7 @@ def _guarded(
     """
     parts = _guard_parts(guard)
     if op == "update":
-        kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
-        # PynamoDB's placeholders map names to placeholders, the guard's first. Inverted with
-        # loops: a comprehension is a function of its own (CPython 3.11), and dict(zip()) C code
-        # no other part of a write runs (each costs more to fetch from a cold cache than to run).
-        placeholders: dict[str, str] = {}
-        values: dict[str, Any] = {}
-        if parts is not None:
-            kwargs["ConditionExpression"], names, values = parts
-            for placeholder, name in names.items():
-                placeholders[name] = placeholder
-        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
-        kwargs["UpdateExpression"] = Update(*(actions or ())).serialize(placeholders, values)
-        if placeholders:
-            names = {}
-            for name, placeholder in placeholders.items():
-                names[placeholder] = name
-            kwargs["ExpressionAttributeNames"] = names
-        if values:
-            kwargs["ExpressionAttributeValues"] = values
-        return kwargs
+        return update_item(context, instance, None, actions or (), guard=parts, transactional=True)
     if op == "put":
         body, value = "Item", instance.serialize()
     else:
@@ -98,25 +79,51 @@ def _guarded(
 
 
 def update_item(
-    context: ModelContext, instance: Model, condition: Condition | None, actions: Sequence[Action]
+    context: ModelContext,
+    instance: Model,
+    condition: Condition | None,
+    actions: Sequence[Action],
+    *,
+    guard: tuple[str, dict[str, str], dict[str, Any]] | None = None,
+    transactional: bool = False,
 ) -> dict[str, Any]:
     """PynamoDB's ``update()`` request (``ReturnValues`` ALL_NEW), built without its table lookups.
 
     For a model without a version attribute; equal to PynamoDB's builder (a unit test compares
     them): the condition's placeholders first, then the actions'.
+
+    Args:
+        context: the instance's model context.
+        instance: the record.
+        condition: the caller's condition.
+        actions: the update actions.
+        guard: with ``transactional``, the library's guard as compiled (:func:`_guard_parts`),
+            instead of ``condition`` (None: no condition).
+        transactional: the update of a transaction, which asks for the stored item when its
+            condition fails (ALL_OLD) instead of the item after the write.
     """
+    # PynamoDB's placeholders map names to placeholders (the condition's first), inverted below.
     placeholders: dict[str, str] = {}
     values: dict[str, Any] = {}
     kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
-    if condition is not None:
-        if not isinstance(condition, Condition):
-            msg = "'condition' must be an instance of Condition"  # type: ignore[unreachable] # untyped callers; PynamoDB's words.
-            raise ValueError(msg)
-        kwargs["ConditionExpression"] = condition.serialize(placeholders, values)
-    kwargs["ReturnValues"] = "ALL_NEW"
+    if transactional:
+        if guard is not None:
+            kwargs["ConditionExpression"], names, values = guard
+            for placeholder, name in names.items():
+                placeholders[name] = placeholder
+        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
+    else:
+        if condition is not None:
+            if not isinstance(condition, Condition):
+                msg = "'condition' must be an instance of Condition"  # type: ignore[unreachable] # untyped callers; PynamoDB's words.
+                raise ValueError(msg)
+            kwargs["ConditionExpression"] = condition.serialize(placeholders, values)
+        kwargs["ReturnValues"] = "ALL_NEW"
     kwargs["UpdateExpression"] = Update(*actions).serialize(placeholders, values)
     if placeholders:
-        # Inverted with a loop, as in _guarded.
+        # Inverted with a loop: a comprehension is a function of its own (CPython 3.11), and
+        # dict(zip()) C code no other part of a write runs (each costs more to fetch from a cold
+        # cache than to run).
         names = {}
         for name, placeholder in placeholders.items():
             names[placeholder] = name

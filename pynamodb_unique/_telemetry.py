@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .exceptions import Violation
 
 logger: Final = logging.getLogger("pynamodb_unique")
+
+_T = TypeVar("_T")
 
 #: The instrumentation scope of spans and counters.
 SCOPE: Final = "pynamodb_unique"
@@ -162,6 +164,11 @@ class Write:
         if self._scope is not None:
             self._scope.__enter__()
         self._token = _current.set(self)
+
+    def ended(self, result: _T) -> _T:
+        """End the write, which returned ``result``; return it."""
+        self.end(None)
+        return result
 
     def end(self, exc: BaseException | None) -> None:
         """End the write (what leaving the ``with`` block does), with the exception it raised, if any."""

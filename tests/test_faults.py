@@ -569,12 +569,18 @@ def test_retry_attempts__inherited_meta_setting__honoured(
 
     own = {name: value for name, value in vars(accounts.Meta).items() if not name.startswith("__")}
     monkeypatch.setattr(accounts, "Meta", type("Meta", (BaseMeta,), own))
+    assert _save_under_conflicts(accounts, 5, TransientError, "after 2 attempts") == 2
+
+
+def _save_under_conflicts(accounts: type[Account], conflicts: int, error: type[Exception], match: str) -> int:
+    """Save a new record while its transactions meet ``conflicts`` conflicts, expecting ``error``;
+    return how many TransactWriteItems were sent."""
     account = CREATE.prepare(accounts)
     with Faults(accounts) as faults, RequestCounter(accounts) as counter:
-        faults.answer_error("TransactWriteItems", "TransactionConflict", 5)
-        with pytest.raises(TransientError, match="after 2 attempts"):
+        faults.answer_error("TransactWriteItems", "TransactionConflict", conflicts)
+        with pytest.raises(error, match=match):
             account.save()
-    assert counter.count("TransactWriteItems") == 2
+    return counter.count("TransactWriteItems")
 
 
 def test_retry_attempts__read_only_when_a_request_is_resent(
@@ -621,12 +627,7 @@ def test_retry_attempts__bad_setting_after_definition__refused_before_a_resend(
     """A bad setting made after the class was defined is refused when first read: before a resend."""
     _sleeps(monkeypatch)
     monkeypatch.setattr(accounts.Meta, "unique_retry_attempts", 0, raising=False)
-    account = CREATE.prepare(accounts)
-    with Faults(accounts) as faults, RequestCounter(accounts) as counter:
-        faults.answer_error("TransactWriteItems", "TransactionConflict", 1)
-        with pytest.raises(ValueError, match="at least 1"):
-            account.save()
-    assert counter.count("TransactWriteItems") == 1
+    assert _save_under_conflicts(accounts, 1, ValueError, "at least 1") == 1
 
 
 @pytest.mark.parametrize("shape", ["own", "inherited", "unset", "overridden", "object"])
