@@ -76,11 +76,6 @@ def configure(cls: type[Model]) -> Planner | None:
     hash_attribute = next((a for a in attributes.values() if a.is_hash_key), None)
     if hash_attribute is None:
         return None  # An abstract base: its concrete subclasses are checked.
-    # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here.
-    attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
-    if not isinstance(attempts, int) or attempts < 1:
-        msg = f"{model}: Meta.unique_retry_attempts must be an integer of at least 1, got {attempts!r}"
-        raise UniqueConfigError(msg)
     range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
     discriminator = discriminator_of(cls)
     versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
@@ -89,6 +84,12 @@ def configure(cls: type[Model]) -> Planner | None:
         # No lock of its own: PynamoDB's key types, and its writes stay PynamoDB's own unless a
         # polymorphic relative keeps locks (see _registry.maintains_locks).
         return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
+    # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here,
+    # for a model with constraints of its own (without, its writes are most often PynamoDB's).
+    attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+    if not isinstance(attempts, int) or attempts < 1:
+        msg = f"{model}: Meta.unique_retry_attempts must be an integer of at least 1, got {attempts!r}"
+        raise UniqueConfigError(msg)
     if not getattr(meta, "unique_lock_table", None):
         for role, attribute in (("hash", hash_attribute), ("range", range_attribute)):
             if attribute is not None and attribute.attr_type != STRING:

@@ -310,8 +310,9 @@ def plain_update(
     watched = _telemetry.watch("update", context.model.__name__)
     if watched is not None:
         watched.start()
-        watched.sending("UpdateItem", 1, 1)
     try:
+        if watched is not None:
+            watched.sending("UpdateItem", 1, 1)
         planner = context.planner
         if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
             request = Request(_PLAIN_UPDATE, [update_item(context, instance, condition, actions)], "UpdateItem")

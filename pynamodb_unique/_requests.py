@@ -56,7 +56,7 @@ def _guarded(
     """
     parts = _guard_parts(guard)
     if op == "update":
-        return update_item(context, instance, None, actions or (), guard=parts, transactional=True)
+        return update_item(context, instance, None, actions or (), guard=parts, transactional=True, owner=owner)
     if op == "put":
         body, value = "Item", instance.serialize()
     else:
@@ -86,6 +86,7 @@ def update_item(
     *,
     guard: tuple[str, dict[str, str], dict[str, Any]] | None = None,
     transactional: bool = False,
+    owner: OwnerKey | None = None,
 ) -> dict[str, Any]:
     """PynamoDB's ``update()`` request (``ReturnValues`` ALL_NEW), built without its table lookups.
 
@@ -101,11 +102,13 @@ def update_item(
             instead of ``condition`` (None: no condition).
         transactional: the update of a transaction, which asks for the stored item when its
             condition fails (ALL_OLD) instead of the item after the write.
+        owner: the record's owner key, when already computed (its key is built from it).
     """
     # PynamoDB's placeholders map names to placeholders (the condition's first), inverted below.
     placeholders: dict[str, str] = {}
     values: dict[str, Any] = {}
-    kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": context.key_item(instance)}
+    key = context.key_of(owner) if owner is not None else context.key_item(instance)
+    kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": key}
     if transactional:
         if guard is not None:
             kwargs["ConditionExpression"], names, values = guard

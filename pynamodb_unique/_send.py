@@ -242,8 +242,9 @@ def retrying(
         except PynamoDBException as exc:
             if failed is not None:
                 failed(exc)
-            if not _backed_off(exc, attempt, attempts):
+            if not is_transient(exc):
                 raise
+            _back_off(exc, attempt, attempts)
             attempt += 1
 
 
@@ -257,24 +258,18 @@ def _refuse_attempts(attempts: Any) -> NoReturn:
     raise ValueError(msg)
 
 
-def _backed_off(exc: PynamoDBException, attempt: int, attempts: int) -> bool:
-    """After a failed ``attempt`` (counted from 0): wait and return True when the request may be resent.
-
-    Returns:
-        False when ``exc`` is not worth resending (the caller raises it).
+def _back_off(exc: PynamoDBException, attempt: int, attempts: int) -> None:
+    """After ``attempt`` (counted from 0) met a conflict or throttling (``exc``): wait before resending.
 
     Raises:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
-    if not is_transient(exc):
-        return False
     if attempt + 1 >= attempts:
         _telemetry.transient(error_code(exc), attempts)
         msg = f"{TransientError.msg} after {attempts} attempts ({error_code(exc)})"
         raise TransientError(msg, exc) from exc
     _telemetry.retried(error_code(exc), attempt + 1, attempts)
     backoff(attempt)
-    return True
 
 
 def _condition_reasons(exc: PynamoDBException) -> list[CancellationReason | None] | None:
@@ -419,7 +414,7 @@ def send(
         request: what to send.
         token: the transaction's ClientRequestToken (None: a single-item write, or no token).
         attempts: sends in all, or how to read the number when a resend is first considered
-            (a model's setting: most writes never need it).
+            (a model's setting: most writes never need it), after a conflict or throttling.
 
     Raises:
         WriteFailed: a condition failed (the reasons say which).
@@ -446,10 +441,11 @@ def send(
                 raise _wrapped(request, exc)  # noqa: B904 - as PynamoDB raises it (the implicit context).
         except PynamoDBException as exc:
             _failed_condition(exc)
-            if callable(attempts):
+            if not is_transient(exc):
+                raise
+            if callable(attempts):  # Read once, when a resend is first considered.
                 attempts = attempts()
                 if not isinstance(attempts, int) or attempts < 1:
                     _refuse_attempts(attempts)
-            if not _backed_off(exc, attempt, attempts):
-                raise
+            _back_off(exc, attempt, attempts)
             attempt += 1

@@ -41,9 +41,6 @@ CONSUMED_WCU: Final = "pynamodb_unique.consumed_wcu"
 #: microsecond per call, as it reads the environment); a provider once found is kept, as the API
 #: sets each provider only once.
 RECHECK_SECONDS: Final = 1.0
-#: Every how many writes the clock is read to know if RECHECK_SECONDS have passed: a tracer
-#: provider set after the first write is found within a second and this many writes.
-RECHECK_WRITES: Final = 16
 
 
 class _OTel:
@@ -69,8 +66,6 @@ class _OTel:
         self.metering = False
         #: When to look the providers up again (``time.monotonic()``), while no tracer provider is found.
         self.next_check = 0.0
-        #: Writes before the clock is read again (RECHECK_WRITES): the first write looks.
-        self.countdown = 0
 
     def look(self) -> None:
         """Look up the providers again, at most once per ``RECHECK_SECONDS``."""
@@ -107,8 +102,8 @@ class Write:
     """One observed library write: its span (when tracing), its DEBUG logs and what it consumed.
 
     Made by :func:`watch` only when something observes writes; enter it with ``with`` (or call
-    :meth:`start`, then :meth:`end`). The span's
-    attributes, what the write did, are set when it ends.
+    :meth:`start`, then :meth:`end` or :meth:`ended`). The span's attributes, what the write did,
+    are set when it ends.
     """
 
     __slots__ = (
@@ -257,16 +252,12 @@ def watch(operation: str, model: str) -> Write | None:
     debug = logger.isEnabledFor(logging.DEBUG)
     if facade is None:
         return Write(None, operation, model, tracing=False, debug=True) if debug else None
-    # Looked up again while no tracer provider is found: the clock is read every RECHECK_WRITES
-    # writes (reading it is C code no other part of a write runs), here (no call more per write).
-    # Once a tracer provider is found, counters go through the API's proxies, which follow a
-    # meter provider set later.
-    if not facade.tracing:
-        facade.countdown -= 1
-        if facade.countdown <= 0:
-            facade.countdown = RECHECK_WRITES
-            if time.monotonic() >= facade.next_check:
-                facade.look()
+    # Looked up again while no tracer provider is found (the clock read here: no call more per
+    # write; read on every write, so a provider set later is found within RECHECK_SECONDS however
+    # seldom the process writes). Once one is, counters go through the API's proxies, which
+    # follow a meter provider set later.
+    if not facade.tracing and time.monotonic() >= facade.next_check:
+        facade.look()
     if not (debug or facade.tracing or facade.metering):
         return None
     return Write(facade, operation, model, tracing=facade.tracing, debug=debug)

@@ -621,6 +621,55 @@ def test_retry_attempts__bad_setting__refused_when_the_model_is_defined(attempts
             email = UniqueAttribute(UnicodeAttribute())
 
 
+def test_retry_attempts__model_without_constraints__bad_setting_not_refused() -> None:
+    """A model with no constraint of its own is defined whatever its setting says: its writes are
+    PynamoDB's own unless a polymorphic relative keeps locks (then the setting is read when a
+    resend is first considered)."""
+
+    class Plain(UniqueMixin, Model):
+        class Meta:
+            table_name = "plain-retried"
+            unique_retry_attempts = 0
+
+        pk = UnicodeAttribute(hash_key=True)
+
+    assert Plain.Meta.unique_retry_attempts == 0
+
+
+def test_send__setting_read_only_after_a_conflict_or_throttling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``send()`` reads a lazily given number of attempts only when a resend is considered: an
+    error not worth resending is raised as PynamoDB raised it, the setting unread."""
+    _sleeps(monkeypatch)
+
+    class Connection:
+        def __init__(self, codes: list[str]) -> None:
+            self.codes = codes
+            self.sent = 0
+
+        def dispatch(self, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+            self.sent += 1
+            if self.codes:
+                raise ClientError({"Error": {"Code": self.codes.pop(0), "Message": "no"}}, operation)
+            return {}
+
+    reads: list[int] = []
+
+    def attempts() -> int:
+        reads.append(0)
+        return 0  # A bad setting: refused when read.
+
+    request = _send.Request(None, [{"TableName": "t"}], "PutItem")
+    refused = Connection(["ValidationException"])
+    with pytest.raises(PutError) as raised:
+        _send.send(refused, request, None, attempts=attempts)  # type: ignore[arg-type] # a stand-in.
+    assert raised.value.cause_response_code == "ValidationException"
+    assert (reads, refused.sent) == ([], 1)
+    throttled = Connection(["ThrottlingException"])
+    with pytest.raises(ValueError, match="at least 1"):
+        _send.send(throttled, request, None, attempts=attempts)  # type: ignore[arg-type]
+    assert (reads, throttled.sent) == ([0], 1)
+
+
 def test_retry_attempts__bad_setting_after_definition__refused_before_a_resend(
     accounts: type[Account], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -448,46 +448,23 @@ def test_tracer_provider_only__no_clock_read_per_write(
     assert names[-2:] == ["pynamodb_unique.update", "pynamodb_unique.delete"]
 
 
-def test_no_provider__clock_read_every_recheck_writes__a_provider_set_later_found(
+def test_provider_set_after_writes_began__found_by_the_first_write_a_second_later(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Without a provider, writes read the clock once per ``RECHECK_WRITES`` (the first write
-    looks), and look the providers up again when ``RECHECK_SECONDS`` have passed: a tracer
-    provider set after the first write is found within that many writes."""
-    clock = [0.0]
-
-    def monotonic() -> float:
-        clock[0] += _telemetry.RECHECK_SECONDS  # Every reading finds the recheck time passed.
-        return clock[0]
-
+    """A process that writes seldom still finds a tracer provider set after its first write: the
+    first write once ``RECHECK_SECONDS`` have passed looks again (no write count to wait for)."""
+    clock = [100.0]
     provider: list[Any] = [trace.NoOpTracerProvider()]
-    writes = [0]
-    looks: list[int] = []
-
-    real_look = _telemetry._OTel.look
-
-    def look(self: Any) -> None:
-        looks.append(writes[0])
-        real_look(self)
-
-    def write() -> _telemetry.Write | None:
-        writes[0] += 1
-        return _telemetry.watch("save", "Account")
-
     caplog.set_level(logging.INFO, logger="pynamodb_unique")  # No DEBUG logs to observe writes.
-    monkeypatch.setattr(_telemetry, "time", SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(_telemetry, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider[0])
     monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
-    monkeypatch.setattr(_telemetry._OTel, "look", look)
     monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
-    every = _telemetry.RECHECK_WRITES
-    assert [write() for _ in range(2 * every + 1)] == [None] * (2 * every + 1)
-    assert looks == [1, every + 1, 2 * every + 1]
-    provider[0] = TracerProvider()  # Set after writes began (an SDK type: not the API's own).
-    watched = [write() for _ in range(every)]
-    assert looks[-1] == 3 * every + 1
-    assert [w is not None for w in watched] == [False] * (every - 1) + [True]
-    found = watched[-1]
+    assert _telemetry.watch("save", "Account") is None  # The first write looks: nothing.
+    provider[0] = TracerProvider()  # Set later (an SDK type: not the API's own).
+    assert _telemetry.watch("save", "Account") is None  # Within the second: not looked up again.
+    clock[0] += _telemetry.RECHECK_SECONDS
+    found = _telemetry.watch("save", "Account")
     assert found is not None
     found.start()
-    found.end(None)
+    assert found.ended("result") == "result"
