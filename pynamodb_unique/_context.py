@@ -292,23 +292,42 @@ class ModelContext:
         return self.planner.keys(self.values(instance))
 
     def check_key(self, instance: Model) -> None:
-        """Refuse a record hash key that could be taken for a lock key.
+        """Refuse a record hash key that could be taken for a lock key (:meth:`checked_owner`).
 
         Raises:
             InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
         """
-        raw = instance.attribute_values.get(self.hash_name)
-        hash_key = self.hash_attribute.serialize(raw) if raw is not None else None
+        self.checked_owner(instance)
+
+    def checked_owner(self, instance: Model) -> OwnerKey:
+        """The record's owner key (:meth:`owner`), its hash key refused when it could be taken for a lock key.
+
+        Every write checks, and keys its request with the owner key: serialized once for both.
+
+        Raises:
+            InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
+        """
+        values = instance.attribute_values
+        raw = values.get(self.hash_name)
+        hash_key = self.hash_attribute.serialize(raw)
         # Not str.startswith: every write checks, and startswith parses its arguments with code no
         # other part of a write runs (cache misses from a cold cache). A string starts with the
         # prefix exactly when it sorts from the prefix up to, not including, the prefix with its
-        # last character the next one.
-        if not (isinstance(hash_key, str) and LOCK_PREFIX <= hash_key < _PREFIX_END):
-            return
-        # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
-        if not getattr(self.model.Meta, "unique_lock_table", None):
+        # last character the next one. With locks in a table of their own (``unique_lock_table``),
+        # any hash key is the record's.
+        if (
+            raw is not None
+            and isinstance(hash_key, str)
+            and LOCK_PREFIX <= hash_key < _PREFIX_END
+            and not getattr(self.model.Meta, "unique_lock_table", None)
+        ):
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
+        # The rest as owner() (inlined: every write comes here).
+        if self.range_attribute is None:
+            return (hash_key,)
+        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
+        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
 
     # What is stored.
 

@@ -130,6 +130,8 @@ class Intent:
     actions: list[Action] | None
     add_version_condition: bool
     token: str | None
+    #: The record's owner key, serialized, when already computed (checking the key computes it).
+    owner: OwnerKey | None = None
 
 
 def intent_plan(
@@ -218,6 +220,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
                 add_version_condition=intent.add_version_condition,
                 locks=locks,
                 now=now,
+                owner=intent.owner,
             )
             step_token: str | None = None
             if request.transactional:
@@ -296,6 +299,7 @@ def plain_update(
     actions: list[Action],
     condition: Condition | None,
     add_version_condition: bool,
+    owner: OwnerKey | None = None,
 ) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
 
@@ -315,7 +319,8 @@ def plain_update(
             watched.sending("UpdateItem", 1, 1)
         planner = context.planner
         if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
-            request = Request(_PLAIN_UPDATE, [update_item(context, instance, condition, actions)], "UpdateItem")
+            item = update_item(context, instance, condition, actions, owner=owner)
+            request = Request(_PLAIN_UPDATE, [item], "UpdateItem")
         else:
             intent = Intent("update", condition, actions, add_version_condition, None)
             request = plain_update_request(context, instance, intent)

@@ -16,7 +16,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
 from ._configure import configure
-from ._context import ModelContext, context_of
+from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Intent, intent_plan, plain_update, write
 from ._locks import lock_owner
 from ._plan import Stored
@@ -54,8 +54,8 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
     #: What this instance knows of its stored record: (key, stored or the loaded item not yet read), or None.
     _uniq_snapshot: tuple[tuple[Any, ...], Any] | None = None
 
-    def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None] | None:
-        """The context and the checked token; None: PynamoDB's own write."""
+    def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None, OwnerKey] | None:
+        """The context, the checked token and the record's checked owner key; None: PynamoDB's own write."""
         # The metaclass sets every mixin class's own context; a model with constraints of its
         # own always moves locks (active() asks the registry only for one without).
         context = self._uniq
@@ -63,8 +63,7 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
             return None
         if token is not None:
             check_token(token)
-        context.check_key(self)
-        return context, token
+        return context, token, context.checked_owner(self)
 
     def save(
         self,
@@ -90,13 +89,12 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         begun = self._uniq_begin(client_request_token)
         if begun is None:
             return super().save(condition, add_version_condition=add_version_condition)
-        context, token = begun
+        context, token, owner = begun
         # A bad value is refused while planning, before any request.
         assumed, desire = intent_plan(context, self, "put", None, context.known(self))
         assert desire is not None  # noqa: S101 - a put always has values.
-        response: dict[str, Any] = write(
-            context, self, Intent("put", condition, None, add_version_condition, token), assumed, desire
-        )
+        intent = Intent("put", condition, None, add_version_condition, token, owner)
+        response: dict[str, Any] = write(context, self, intent, assumed, desire)
         return response
 
     def update(
@@ -124,14 +122,15 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if not isinstance(actions, list) or not actions:
             msg = "the value of `actions` is expected to be a non-empty list"
             raise TypeError(msg)
-        context, token = begun
+        context, token, owner = begun
         # What is stored matters only when a unique value moves.
         changes = context.update_changes(actions)
         if not changes:
-            return plain_update(context, self, actions, condition, add_version_condition)
+            return plain_update(context, self, actions, condition, add_version_condition, owner)
         assumed, desire = intent_plan(context, self, "update", actions, context.known(self), changes)
         assert desire is not None  # noqa: S101 - an update with changes plans.
-        return write(context, self, Intent("update", condition, actions, add_version_condition, token), assumed, desire)
+        intent = Intent("update", condition, actions, add_version_condition, token, owner)
+        return write(context, self, intent, assumed, desire)
 
     def delete(
         self,
@@ -151,11 +150,11 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         begun = self._uniq_begin(client_request_token)
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
-        context, token = begun
+        context, token, owner = begun
         # intent_plan()'s delete, inlined: unknown state, the instance's own values are guessed
         # (the compare-and-swap checks the guess), and no value is wanted.
         assumed = context.known(self) or Stored(exists=True, values=context.values(self))
-        return write(context, self, Intent("delete", condition, None, add_version_condition, token), assumed, {})
+        return write(context, self, Intent("delete", condition, None, add_version_condition, token, owner), assumed, {})
 
     def validate_unique(self, exclude: Iterable[str] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.

@@ -272,6 +272,7 @@ def build_request(
     add_version_condition: bool,
     locks: LockTable,
     now: int | None = None,
+    owner: OwnerKey | None = None,
 ) -> Request:
     """The request for ``plan``: one item per action, in the order sent (TransactItems for a transaction).
 
@@ -285,17 +286,20 @@ def build_request(
         locks: where the lock items live.
         now: the request's clock (:func:`~pynamodb_unique._send.request_clock`) when its locks may
             expire; default: the clock's.
+        owner: the record's owner key, when already computed (:meth:`ModelContext.checked_owner`).
     """
     record = plan.record
     if not (plan.releases or plan.puts or plan.checks):  # Plan.transactional, without its call.
         # The record's own write alone: its key serialized once when it is all a delete sends.
-        owner = context.owner(instance) if record.op == "delete" else None
+        if owner is None and record.op == "delete":
+            owner = context.owner(instance)
         item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
         if record.op == "update":
             item["ReturnValues"] = "ALL_NEW"
         return Request(plan, [item], OPERATIONS[record.op])
     # The owner key, serialized once: the lock items name it, a record delete is only the key.
-    owner = context.owner(instance)
+    if owner is None:
+        owner = context.owner(instance)
     fields = context.fields_of(owner)
     # One clock reading per request: expired locks and the end of holds are judged against it.
     if now is None and locks.expiring:
