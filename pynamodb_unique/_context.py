@@ -442,10 +442,9 @@ class ModelContext:
                 raw = item.get(name)
                 if raw is not None:
                     # A value that cannot change in place (a string or a number, most often) is
-                    # copied flat ({**raw}: the code PynamoDB's own loads run; raw.copy() is C
-                    # code of its own); any other (a map, list or set) deeply.
+                    # copied flat; any other (a map, list or set) deeply.
                     flat = len(raw) == 1 and ("S" in raw or "N" in raw or raw.keys() <= _SCALAR_KINDS)
-                    kept[name] = {**raw} if flat else copy.deepcopy(raw)
+                    kept[name] = raw.copy() if flat else copy.deepcopy(raw)
             values = instance.attribute_values
             key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
             # A dict, not yet a Stored: known() reads it when first asked.

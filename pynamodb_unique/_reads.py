@@ -50,9 +50,7 @@ class UniqueReads(Model):
         """
         if data is not None and OWNER_HASH in data:  # Lock items carry an owner; records seldom do.
             _refuse_lock(cls, data)
-        # super() with its arguments: without them it finds its class and first argument in the
-        # frame, C code no other part of a load runs (every get, query and scan loads here).
-        instance = super(UniqueReads, cls).from_raw_data(data)  # noqa: UP008
+        instance = super().from_raw_data(data)
         # The mixin's metaclass sets every class's own context (None: an abstract model).
         context: ModelContext | None = getattr(type(instance), "_uniq", None)
         if context is not None:
@@ -67,7 +65,7 @@ class UniqueReads(Model):
         """
         if attribute_values is not None and OWNER_HASH in attribute_values:  # Lock items carry an owner.
             _refuse_lock(type(self), attribute_values)
-        super(UniqueReads, self).deserialize(attribute_values)  # noqa: UP008 - as in from_raw_data.
+        super().deserialize(attribute_values)
         context: ModelContext | None = getattr(type(self), "_uniq", None)
         if context is not None:
             context.remember_loaded(self, attribute_values)
