@@ -61,12 +61,14 @@ def _guarded(
         body, value = "Item", instance.serialize()
     else:
         body, value = "Key", context.key_of(owner or context.owner(instance))
+    # ModelContext.table_name's reading, without the property's call: every write comes here.
+    table_name = context.model.Meta.table_name
     if parts is None:
-        return {"TableName": context.table_name, body: value, RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD}
+        return {"TableName": table_name, body: value, RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD}
     expression, names, values = parts
     # Every argument in one literal: a dict built key by key is resized on its sixth.
     kwargs = {
-        "TableName": context.table_name,
+        "TableName": table_name,
         body: value,
         RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
         "ConditionExpression": expression,
@@ -108,7 +110,8 @@ def update_item(
     placeholders: dict[str, str] = {}
     values: dict[str, Any] = {}
     key = context.key_of(owner) if owner is not None else context.key_item(instance)
-    kwargs: dict[str, Any] = {"TableName": context.table_name, "Key": key}
+    # ModelContext.table_name's reading, without the property's call: every update comes here.
+    kwargs: dict[str, Any] = {"TableName": context.model.Meta.table_name, "Key": key}
     if transactional:
         if guard is not None:
             kwargs["ConditionExpression"], names, values = guard
