@@ -463,7 +463,7 @@ def _run(
     connection = model_connection(type(first)).connection
     connection.client  # noqa: B018 - create the shared botocore client before threads race for it.
     contexts = [r.context for r in records if r.context is not None]
-    attempts = max((c.retry_attempts for c in contexts), default=RETRY_ATTEMPTS)
+    attempts = max((c.read_retry_attempts() for c in contexts), default=RETRY_ATTEMPTS)
     error: BaseException | None = None
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bulk_save") as pool:
         pending: dict[Future[None], _Chunk] = {}

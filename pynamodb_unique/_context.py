@@ -152,11 +152,6 @@ class ModelContext:
         return attempts
 
     @property
-    def retry_attempts(self) -> int:
-        """``Meta.unique_retry_attempts``, read now (:meth:`read_retry_attempts`)."""
-        return self.read_retry_attempts()
-
-    @property
     def table_name(self) -> str:
         """The table the model's requests name, as its PynamoDB connection does.
 

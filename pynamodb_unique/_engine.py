@@ -269,23 +269,22 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
     A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
     check of the stored class and asks for the item when it fails.
     """
-    plan = _PLAIN_UPDATE
     if context.planner.discriminator is None and not context.planner.versioned:
-        return Request(plan, [update_item(context, instance, intent.condition, intent.actions or ())], "UpdateItem")
+        return Request([update_item(context, instance, intent.condition, intent.actions or ())], "UpdateItem")
     if context.planner.discriminator is None:
         kwargs = instance.get_update_kwargs_from_instance(
             actions=list(intent.actions or ()),
             condition=intent.condition,
             add_version_condition=intent.add_version_condition,
         )
-        return Request(plan, [{**kwargs, "ReturnValues": "ALL_NEW"}], "UpdateItem")
+        return Request([{**kwargs, "ReturnValues": "ALL_NEW"}], "UpdateItem")
     # A polymorphic record may hold another class's item: its locks follow that class's
     # constraints, which this update cannot plan; the class check refuses it before writing.
     checked = and_conditions(intent.condition, context.planner.class_check())
     return build_request(
         context,
         instance,
-        plan,
+        _PLAIN_UPDATE,
         checked,
         intent.actions,
         add_version_condition=intent.add_version_condition,
@@ -320,7 +319,7 @@ def plain_update(
         planner = context.planner
         if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
             item = update_item(context, instance, condition, actions, owner=owner)
-            request = Request(_PLAIN_UPDATE, [item], "UpdateItem")
+            request = Request([item], "UpdateItem")
         else:
             intent = Intent("update", condition, actions, add_version_condition, None)
             request = plain_update_request(context, instance, intent)

@@ -299,7 +299,7 @@ def build_request(
         item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
         if record.op == "update":
             item["ReturnValues"] = "ALL_NEW"
-        return Request(plan, [item], OPERATIONS[record.op])
+        return Request([item], OPERATIONS[record.op])
     # The owner key, serialized once: the lock items name it, a record delete is only the key.
     if owner is None:
         owner = context.owner(instance)
@@ -316,4 +316,4 @@ def build_request(
         else:
             item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)  # type: ignore[arg-type] # a lock action: only the record is not (typing.cast would be a call).
         items.append({TRANSACT_KINDS[action.op]: item})
-    return Request(plan, items, "TransactWriteItems", transactional=True)
+    return Request(items, "TransactWriteItems", transactional=True)

@@ -26,7 +26,7 @@ from pynamodb.exceptions import (
 )
 
 from . import _telemetry
-from ._plan import SENT_ORDER, Plan
+from ._plan import SENT_ORDER
 from .exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
 
 _R = TypeVar("_R")
@@ -142,14 +142,12 @@ class Request:
     ``object.__setattr__``.
 
     Attributes:
-        plan: the plan it sends (None: items not planned as one, ``bulk_save``'s chunks).
         items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
             (``{"Put": {...}}``...), one per action in the order :meth:`Plan.sent` gives.
         operation: the DynamoDB operation.
         transactional: whether the operation is TransactWriteItems.
     """
 
-    plan: Plan | None
     items: list[dict[str, Any]]
     operation: str
     transactional: bool = False
@@ -162,7 +160,7 @@ class Request:
 
 
 class WriteFailed(Exception):
-    """Internal: a condition failed; ``reasons[i]`` belongs to ``request.plan.sent()[i]``."""
+    """Internal: a condition failed; ``reasons[i]`` belongs to the ``i``-th item sent (``Plan.sent()[i]``)."""
 
     def __init__(self, reasons: list[CancellationReason | None], cause: PynamoDBException) -> None:
         super().__init__("write failed")
@@ -393,7 +391,7 @@ def send_transaction(
         IdempotencyMismatch: ``token`` was used for a different request.
     """
     items = [{TRANSACT_KINDS[group]: item} for group in SENT_ORDER for item in grouped.get(group, ())]
-    return send(connection, Request(None, items, "TransactWriteItems", transactional=True), token, attempts=attempts)
+    return send(connection, Request(items, "TransactWriteItems", transactional=True), token, attempts=attempts)
 
 
 def send(

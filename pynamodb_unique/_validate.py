@@ -94,7 +94,7 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
     if not wanted:
         return
     locks = context.locks()
-    found = read_locks(locks, [key for _, key in wanted], attempts=context.retry_attempts)
+    found = read_locks(locks, [key for _, key in wanted], attempts=context.read_retry_attempts())
     own: OwnerKey | None = None if context.key(instance)[0] is None else context.owner(instance)
     violations: list[Violation] = []
     reported: set[str] = set()

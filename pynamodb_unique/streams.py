@@ -224,7 +224,7 @@ class _Handler:
         unprocessed keys are read again with bounded, jittered backoff.
         """
         keys = [(self.table_name, record_key)] + [(self.locks.table_name, self.locks.key(k)) for k in lock_keys]
-        found = batch_read(connection(self.model).connection, keys, attempts=self.scope_context().retry_attempts)
+        found = batch_read(connection(self.model).connection, keys, attempts=self.scope_context().read_retry_attempts())
         record = next((i for i in found.get(self.table_name, []) if _same_key(i, record_key)), None)
         locks = found.get(self.locks.table_name, [])
         return record, {item[self.locks.hash_name]["S"]: item for item in locks if item is not record}

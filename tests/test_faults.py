@@ -658,7 +658,7 @@ def test_send__setting_read_only_after_a_conflict_or_throttling(monkeypatch: pyt
         reads.append(0)
         return 0  # A bad setting: refused when read.
 
-    request = _send.Request(None, [{"TableName": "t"}], "PutItem")
+    request = _send.Request([{"TableName": "t"}], "PutItem")
     refused = Connection(["ValidationException"])
     with pytest.raises(PutError) as raised:
         _send.send(refused, request, None, attempts=attempts)  # type: ignore[arg-type] # a stand-in.
