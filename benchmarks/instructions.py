@@ -8,7 +8,10 @@ Run from the repository root (needs valgrind: ``apt-get install valgrind``)::
     python benchmarks/instructions.py --cold      # cache lines fetched from a cold cache (10 min)
 
 Besides the CPU section's operations, it counts a record's load (``from_raw_data``, what get,
-query and scan do with each item) on the library's model and on the plain one.
+query and scan do with each item) on the library's model and on the plain one, and a create (a
+signup) as the HTTP section's boto3 contenders make it: the request built and handed to the
+botocore client's method, the sending stubbed as for every contender (what a client does before
+botocore, where code on PynamoDB's models does more than a dict handed to boto3).
 
 Timed CPU figures on a shared machine move by 20-30 % from one run to the next, more than most
 changes to the write path. This script runs the same contenders as ``run.py``'s CPU section
@@ -57,6 +60,10 @@ import run as bench
 #: A record loaded from a stored item (what get, query and scan do with each item): the
 #: library's model against the plain one.
 LOAD: Final = "load (from_raw_data)"
+#: The create's boto3 contenders, as the HTTP section sends a signup: the request built and handed
+#: to the botocore client's method, whose sending is stubbed as every contender's is. What the
+#: client does before botocore, against the library's and PynamoDB's.
+BOTO3: Final = (bench.BOTO3_MINIMAL, bench.BOTO3_SAME)
 #: (operation, contender) in the order the child runs them: run.py's CPU section, minimal and
 #: library side by side, and the non-unique update's floor.
 MEASURED: Final = [
@@ -65,8 +72,11 @@ MEASURED: Final = [
     ("non-unique update", bench.PLAIN),
     (LOAD, bench.LIB),
     (LOAD, bench.PLAIN),
+    *(("create", who) for who in BOTO3),
 ]
 WARM_UP: Final = 30
+#: The library's signup request as sent (``run.captured_signup()``), captured before the transport is stubbed.
+_captured: list[str] = []
 #: ``--cold``: the simulated last-level cache (bytes, ways, line size) and what is written over
 #: before each operation (twice its size, one byte per line).
 COLD_CACHE: Final = (4 << 20, 16, 64)
@@ -85,6 +95,11 @@ def _variant(operation: str, contender: str) -> bench.Variant:
         return bench.Variant(bench.stored_items, model.from_raw_data)
     if contender == bench.PYNAMODB_ON_UNIQUE:
         return bench.UPDATE_FLOOR[contender]
+    if contender in BOTO3:
+        client, table = bench._client(bench.UniqueAccount), bench.UniqueAccount.Meta.table_name
+        if contender == bench.BOTO3_SAME:
+            return bench.Variant(_names, functools.partial(bench.boto3_same_signup, client, _captured[0]))
+        return bench.Variant(_names, functools.partial(bench.boto3_minimal_signup, client, table))
     return bench.CPU_OPERATIONS[operation][contender]
 
 
@@ -95,6 +110,10 @@ def _selected(operations: Sequence[str]) -> list[tuple[str, str]]:
         msg = f"unknown operations {sorted(unknown)}; choose from {[*bench.CPU_OPERATIONS, LOAD]}"
         raise SystemExit(msg)
     return [(op, who) for op, who in MEASURED if not operations or op in operations]
+
+
+def _names(n: int) -> list[str]:
+    return [f"b{i}" for i in range(n)]
 
 
 def _step(run: Callable[[Any], object], _: object, item: Any) -> None:
@@ -109,6 +128,7 @@ def _served(run: str) -> Iterator[None]:
     os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     with bench.dynoxide() as host:
         bench.bind(host, run)
+        _captured[:] = [bench.captured_signup()]
         with bench.stubbed_transport():
             yield
 
@@ -213,6 +233,10 @@ def report_cold(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) ->
         if (op, bench.LIB) in per and (op, baseline) in per:
             lib, base = (sum(per[op, who][name] for name in LAST_LEVEL) for who in (bench.LIB, baseline))
             print(f"| {op} / {baseline} | {lib / base:.2f} |")
+    for who in BOTO3:
+        if ("create", bench.LIB) in per and ("create", who) in per:
+            lib, base = (sum(per["create", w][name] for name in LAST_LEVEL) for w in (bench.LIB, who))
+            print(f"| create / {who} | {lib / base:.2f} |")
 
 
 def _counts(path: Path) -> dict[str, int]:
@@ -270,6 +294,9 @@ def report(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) -> None
     print("| --- | --- | --- |")
     for op in dict.fromkeys(op for op, _, _ in results if op in bench.CPU_OPERATIONS):
         print(f"| {op} / minimal by hand | {_ratios(per[op, bench.LIB], per[op, bench.MINIMAL])} |")
+    for who in BOTO3:
+        if ("create", who) in per:
+            print(f"| create / {who} | {_ratios(per['create', bench.LIB], per['create', who])} |")
     if (LOAD, bench.LIB) in per:
         print(f"| {LOAD} / plain PynamoDB | {_ratios(per[LOAD, bench.LIB], per[LOAD, bench.PLAIN])} |")
     if ("non-unique update", bench.PLAIN) not in per:

@@ -40,8 +40,9 @@ Sections:
    the plain model: what the write path adds, and what it cannot remove.
 
 3. Signups over HTTP, 8 threads, distinct values: the library vs boto3 ``transact_write_items``
-   sending the library's own request (captured once from the wire, fresh values per signup) and
-   vs boto3 sending the minimal items.
+   sending the library's own request (captured once from the wire, fresh values per signup), vs
+   boto3 sending the minimal items, and vs the seed's transaction written with PynamoDB (the
+   minimal create, a token per signup): what any code on PynamoDB's models pays over boto3.
 4. Contention: 8 threads signing up (then deleting) on 1, 10 and 100 hot values.
 5. Audit vs a raw boto3 Scan that only counts the items of the same table (both strongly
    consistent), and the audit's memory per record (``scan_throughput.py``).
@@ -468,17 +469,17 @@ def _update_bio(account: UniqueAccount) -> None:
 # Minimal by hand: what a user of the seed writes with PynamoDB's TransactWrite.
 
 
-def _minimal_tx() -> TransactWrite:
+def _minimal_tx(token: str = MINIMAL_TOKEN) -> TransactWrite:
     connection: Connection = PlainAccount._get_connection().connection
-    return TransactWrite(connection=connection, client_request_token=MINIMAL_TOKEN)
+    return TransactWrite(connection=connection, client_request_token=token)
 
 
 def _minimal_lock(account: PlainAccount, name: str, value: str) -> MinimalLock:
     return MinimalLock(pk=f"UNIQ#{name}#{value}", owner_hash=account.pk, owner_range=account.sk)
 
 
-def _minimal_create(account: PlainAccount) -> None:
-    with _minimal_tx() as tx:
+def _minimal_create(account: PlainAccount, token: str = MINIMAL_TOKEN) -> None:
+    with _minimal_tx(token) as tx:
         tx.save(account, condition=PlainAccount.pk.does_not_exist())
         for name, value in _lock_values(account):
             tx.save(_minimal_lock(account, name, value), condition=MinimalLock.pk.does_not_exist())
@@ -860,7 +861,25 @@ def _minimal_items(table: str, n: str) -> list[dict[str, Any]]:
 
 BOTO3_SAME: Final = "boto3, the library's request"
 BOTO3_MINIMAL: Final = "boto3, minimal items"
-HTTP_CONTENDERS: Final = (LIB, BOTO3_SAME, BOTO3_MINIMAL)
+#: The seed's transaction written with PynamoDB: what any PynamoDB code pays over boto3.
+PYNAMODB_SEED: Final = "PynamoDB, the seed's transaction"
+HTTP_CONTENDERS: Final = (LIB, BOTO3_SAME, BOTO3_MINIMAL, PYNAMODB_SEED)
+
+
+def boto3_same_signup(client: Any, template: str, n: str) -> None:
+    """Signup ``n`` with boto3: the library's request (``captured_signup()``), a fresh uuid4 token as the library's."""
+    request = json.loads(template.replace(MARK, n))
+    client.transact_write_items(**request, ClientRequestToken=str(uuid.uuid4()))
+
+
+def boto3_minimal_signup(client: Any, table: str, n: str) -> None:
+    """Signup ``n`` with boto3: the seed's three Puts, a token per signup (DynamoDB refuses one reused)."""
+    client.transact_write_items(TransactItems=_minimal_items(table, n), ClientRequestToken=f"signup-{n}")
+
+
+def seed_signup(n: str) -> None:
+    """The seed's signup with PynamoDB, a token per signup (DynamoDB refuses a token reused for another request)."""
+    _minimal_create(PlainAccount(pk=f"ACCT#{n}", email=f"{n}@example.com", username=f"u{n}"), token=f"signup-{n}")
 
 
 @dataclass(frozen=True)
@@ -887,22 +906,26 @@ def throughput(host: str, per_thread: int, repeats: int, threads: int = THREADS)
     def same(run: str) -> Callable[[int], None]:
         def work(index: int) -> None:
             for i in range(per_thread):
-                request = json.loads(template.replace(MARK, f"{run}-{index}-{i}"))
-                client.transact_write_items(**request, ClientRequestToken=str(uuid.uuid4()))
+                boto3_same_signup(client, template, f"{run}-{index}-{i}")
 
         return work
 
     def minimal(run: str) -> Callable[[int], None]:
         def work(index: int) -> None:
             for i in range(per_thread):
-                n = f"{run}-{index}-{i}"
-                # A token per signup: DynamoDB refuses a token reused for another request.
-                client.transact_write_items(TransactItems=_minimal_items(table, n), ClientRequestToken=f"signup-{n}")
+                boto3_minimal_signup(client, table, f"{run}-{index}-{i}")
 
         return work
 
-    makers = {LIB: library, BOTO3_SAME: same, BOTO3_MINIMAL: minimal}
-    keys = {LIB: "lib", BOTO3_SAME: "same", BOTO3_MINIMAL: "min"}
+    def seed(run: str) -> Callable[[int], None]:
+        def work(index: int) -> None:
+            for i in range(per_thread):
+                seed_signup(f"{run}-{index}-{i}")
+
+        return work
+
+    makers = {LIB: library, BOTO3_SAME: same, BOTO3_MINIMAL: minimal, PYNAMODB_SEED: seed}
+    keys = {LIB: "lib", BOTO3_SAME: "same", BOTO3_MINIMAL: "min", PYNAMODB_SEED: "seed"}
     total = threads * per_thread
     for name, make in makers.items():
         _threads(threads, make(f"warm{keys[name]}"))
@@ -1110,6 +1133,12 @@ def report_throughput(report: Report, host: str, per_thread: int, repeats: int, 
         judged = f"(the target is judged at {THREADS} threads)"
         print(f"HTTP signups: library / boto3 same request: {same.show(digits=2)} {judged}")
     print(f"HTTP signups: library / boto3 minimal items: {ratio(lib, rates[BOTO3_MINIMAL].per_second).show(digits=2)}")
+    seed = rates[PYNAMODB_SEED].per_second
+    print(
+        f"HTTP signups: PynamoDB's seed transaction / boto3 same request: "
+        f"{ratio(seed, rates[BOTO3_SAME].per_second).show(digits=2)}, / boto3 minimal items: "
+        f"{ratio(seed, rates[BOTO3_MINIMAL].per_second).show(digits=2)} (what any PynamoDB code pays)"
+    )
     report.markdown += [
         "",
         f"Signups over HTTP, {threads} threads on distinct values, median (min-max) of {repeats} alternating "
