@@ -8,10 +8,10 @@ Run from the repository root (needs valgrind: ``apt-get install valgrind``)::
     python benchmarks/instructions.py --cold      # cache lines fetched from a cold cache (10 min)
 
 Besides the CPU section's operations, it counts a record's load (``from_raw_data``, what get,
-query and scan do with each item) on the library's model and on the plain one, and a create (a
-signup) as the HTTP section's boto3 contenders make it: the request built and handed to the
-botocore client's method, the sending stubbed as for every contender (what a client does before
-botocore, where code on PynamoDB's models does more than a dict handed to boto3).
+query and scan do with each item) on the library's model and on the plain one, and a signup from
+its values as the HTTP section's contenders make one (``signup (from values)``): the library's and
+the seed's PynamoDB model instances built and saved, boto3's request built and handed to the
+botocore client's method, the sending stubbed for all (what a client does before botocore sends).
 
 Timed CPU figures on a shared machine move by 20-30 % from one run to the next, more than most
 changes to the write path. This script runs the same contenders as ``run.py``'s CPU section
@@ -49,7 +49,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,23 +60,22 @@ import run as bench
 #: A record loaded from a stored item (what get, query and scan do with each item): the
 #: library's model against the plain one.
 LOAD: Final = "load (from_raw_data)"
-#: The create's boto3 contenders, as the HTTP section sends a signup: the request built and handed
-#: to the botocore client's method, whose sending is stubbed as every contender's is. What the
-#: client does before botocore, against the library's and PynamoDB's.
-BOTO3: Final = (bench.BOTO3_MINIMAL, bench.BOTO3_SAME)
+#: A signup from its values, as the HTTP section's contenders make one: the library's and the
+#: seed's model instances built and saved, boto3's request built and handed to the botocore
+#: client's method; the sending stubbed for all. What a client does before botocore sends.
+SIGNUP: Final = "signup (from values)"
+SIGNUP_CONTENDERS: Final = (bench.LIB, bench.PYNAMODB_SEED, bench.BOTO3_SAME, bench.BOTO3_MINIMAL)
 #: (operation, contender) in the order the child runs them: run.py's CPU section, minimal and
-#: library side by side, and the non-unique update's floor.
+#: library side by side; the non-unique update's floor; a record's load; a signup from values.
 MEASURED: Final = [
     *((op, who) for op in bench.CPU_OPERATIONS for who in (bench.LIB, bench.MINIMAL)),
     ("non-unique update", bench.PYNAMODB_ON_UNIQUE),
     ("non-unique update", bench.PLAIN),
     (LOAD, bench.LIB),
     (LOAD, bench.PLAIN),
-    *(("create", who) for who in BOTO3),
+    *((SIGNUP, who) for who in SIGNUP_CONTENDERS),
 ]
 WARM_UP: Final = 30
-#: The library's signup request as sent (``run.captured_signup()``), captured before the transport is stubbed.
-_captured: list[str] = []
 #: ``--cold``: the simulated last-level cache (bytes, ways, line size) and what is written over
 #: before each operation (twice its size, one byte per line).
 COLD_CACHE: Final = (4 << 20, 16, 64)
@@ -89,25 +88,36 @@ LAST_LEVEL: Final = ("ILmr", "DLmr", "DLmw")
 MISPREDICTED: Final = ("Bcm", "Bim")
 
 
-def _variant(operation: str, contender: str) -> bench.Variant:
+def _signup_variant(contender: str, template: str) -> bench.Variant:
+    """A signup from its values (``SIGNUP``) by ``contender``; ``template``: the library's request as sent."""
+    if contender == bench.LIB:
+        return bench.Variant(_names, lambda n: bench.signup(n).save())
+    if contender == bench.PYNAMODB_SEED:
+        return bench.Variant(_names, bench.seed_signup)
+    client = bench.botocore_client(bench.UniqueAccount)
+    if contender == bench.BOTO3_SAME:
+        return bench.Variant(_names, functools.partial(bench.boto3_same_signup, client, template))
+    return bench.Variant(
+        _names, functools.partial(bench.boto3_minimal_signup, client, bench.UniqueAccount.Meta.table_name)
+    )
+
+
+def _variant(operation: str, contender: str, template: str) -> bench.Variant:
+    if operation == SIGNUP:
+        return _signup_variant(contender, template)
     if operation == LOAD:
         model = bench.UniqueAccount if contender == bench.LIB else bench.PlainAccount
         return bench.Variant(bench.stored_items, model.from_raw_data)
     if contender == bench.PYNAMODB_ON_UNIQUE:
         return bench.UPDATE_FLOOR[contender]
-    if contender in BOTO3:
-        client, table = bench._client(bench.UniqueAccount), bench.UniqueAccount.Meta.table_name
-        if contender == bench.BOTO3_SAME:
-            return bench.Variant(_names, functools.partial(bench.boto3_same_signup, client, _captured[0]))
-        return bench.Variant(_names, functools.partial(bench.boto3_minimal_signup, client, table))
     return bench.CPU_OPERATIONS[operation][contender]
 
 
 def _selected(operations: Sequence[str]) -> list[tuple[str, str]]:
     """The measured (operation, contender) pairs of ``operations`` (all when empty), in order."""
-    unknown = set(operations) - {*bench.CPU_OPERATIONS, LOAD}
+    unknown = set(operations) - {*bench.CPU_OPERATIONS, LOAD, SIGNUP}
     if unknown:
-        msg = f"unknown operations {sorted(unknown)}; choose from {[*bench.CPU_OPERATIONS, LOAD]}"
+        msg = f"unknown operations {sorted(unknown)}; choose from {[*bench.CPU_OPERATIONS, LOAD, SIGNUP]}"
         raise SystemExit(msg)
     return [(op, who) for op, who in MEASURED if not operations or op in operations]
 
@@ -121,21 +131,24 @@ def _step(run: Callable[[Any], object], _: object, item: Any) -> None:
 
 
 @contextlib.contextmanager
-def _served(run: str) -> Iterator[None]:
-    """What a child counts in: fake credentials, a dynoxide server, the models on fresh tables, a stubbed transport."""
+def _served(run: str) -> Iterator[str]:
+    """What a child counts in: fake credentials, a dynoxide server, the models on fresh tables, a stubbed transport.
+
+    Yields the library's signup request as sent (``run.captured_signup()``, captured before the stub).
+    """
     fake = "bench"
     os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=bench.REGION)
     os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     with bench.dynoxide() as host:
         bench.bind(host, run)
-        _captured[:] = [bench.captured_signup()]
+        template = bench.captured_signup()
         with bench.stubbed_transport():
-            yield
+            yield template
 
 
-def _warmed(operation: str, contender: str) -> bench.Variant:
+def _warmed(operation: str, contender: str, template: str) -> bench.Variant:
     """A contender's variant after its warm-up (imports, caches, first connections: not counted)."""
-    variant = _variant(operation, contender)
+    variant = _variant(operation, contender, template)
     for item in variant.prepare(WARM_UP):
         variant.run(item)
     return variant
@@ -143,9 +156,9 @@ def _warmed(operation: str, contender: str) -> bench.Variant:
 
 def child(ops: int, operations: Sequence[str]) -> None:
     """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
-    with _served("instructions"):
+    with _served("instructions") as template:
         for operation, contender in _selected(operations):
-            variant = _warmed(operation, contender)
+            variant = _warmed(operation, contender, template)
             inputs = variant.prepare(ops)
             functools.reduce(functools.partial(_step, variant.run), inputs, None)
 
@@ -155,8 +168,8 @@ def cold_child(ops: int, operation: str, contender: str) -> None:
     buffer = bytearray(FLUSH_BYTES)
     line = COLD_CACHE[2]
     zeros = bytes(FLUSH_BYTES // line)
-    with _served("cold"):
-        variant = _warmed(operation, contender)
+    with _served("cold") as template:
+        variant = _warmed(operation, contender, template)
         step = functools.partial(_step, variant.run)
         for item in variant.prepare(ops):
             buffer[::line] = zeros  # Not counted, but simulated: evicts every line.
@@ -228,15 +241,16 @@ def report_cold(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) ->
         print(f"| {op} | {who} | " + " | ".join(f"{cell:,.0f}" for cell in cells) + " |")
     print("\n| operation | library / baseline: lines from a cold cache |")
     print("| --- | --- |")
-    for op in dict.fromkeys(op for op, _, _ in results):
-        baseline = bench.PLAIN if op == LOAD else bench.MINIMAL
-        if (op, bench.LIB) in per and (op, baseline) in per:
-            lib, base = (sum(per[op, who][name] for name in LAST_LEVEL) for who in (bench.LIB, baseline))
-            print(f"| {op} / {baseline} | {lib / base:.2f} |")
-    for who in BOTO3:
-        if ("create", bench.LIB) in per and ("create", who) in per:
-            lib, base = (sum(per["create", w][name] for name in LAST_LEVEL) for w in (bench.LIB, who))
-            print(f"| create / {who} | {lib / base:.2f} |")
+    for op, baseline in _baselines(per):
+        lib, base = (sum(per[op, who][name] for name in LAST_LEVEL) for who in (bench.LIB, baseline))
+        print(f"| {op} / {baseline} | {lib / base:.2f} |")
+
+
+def _baselines(per: Mapping[tuple[str, str], object]) -> list[tuple[str, str]]:
+    """(operation, baseline) of each library ratio to print, where both were measured."""
+    wanted = [(op, bench.MINIMAL) for op in bench.CPU_OPERATIONS]
+    wanted += [(LOAD, bench.PLAIN), *((SIGNUP, who) for who in SIGNUP_CONTENDERS if who != bench.LIB)]
+    return [(op, who) for op, who in wanted if (op, bench.LIB) in per and (op, who) in per]
 
 
 def _counts(path: Path) -> dict[str, int]:
@@ -292,13 +306,8 @@ def report(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) -> None
         print(f"| {op} | {who} | " + " | ".join(f"{cell:,.0f}" for cell in cells) + " |")
     print("\n| operation | library / baseline: instructions | cycles (est.) |")
     print("| --- | --- | --- |")
-    for op in dict.fromkeys(op for op, _, _ in results if op in bench.CPU_OPERATIONS):
-        print(f"| {op} / minimal by hand | {_ratios(per[op, bench.LIB], per[op, bench.MINIMAL])} |")
-    for who in BOTO3:
-        if ("create", who) in per:
-            print(f"| create / {who} | {_ratios(per['create', bench.LIB], per['create', who])} |")
-    if (LOAD, bench.LIB) in per:
-        print(f"| {LOAD} / plain PynamoDB | {_ratios(per[LOAD, bench.LIB], per[LOAD, bench.PLAIN])} |")
+    for op, baseline in _baselines(per):
+        print(f"| {op} / {baseline} | {_ratios(per[op, bench.LIB], per[op, baseline])} |")
     if ("non-unique update", bench.PLAIN) not in per:
         return
     lib, floor, plain = (per["non-unique update", who] for who in (bench.LIB, bench.PYNAMODB_ON_UNIQUE, bench.PLAIN))

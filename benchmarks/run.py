@@ -2,8 +2,8 @@
 
 Run from the repository root (dynoxide installed by ``bash scripts/test``, or ``DYNOXIDE_BIN``)::
 
-    python benchmarks/run.py                 # about 100 s on 2 cores
-    python benchmarks/run.py --quick         # a smoke run (about 25 s): small, still 5 repetitions
+    python benchmarks/run.py                 # about 140 s on 2 cores
+    python benchmarks/run.py --quick         # a smoke run (about 35 s): small, still 5 repetitions
     python benchmarks/run.py --audit-items 50000 --repeats 9
 
 It starts its own dynoxide server on a free port and stops it (by PID) when done. Nothing here is
@@ -44,7 +44,7 @@ Sections:
    sending the minimal items (the seed's three Puts, built as a user writes them: the target's
    baseline), vs boto3 sending the library's own request (captured once from the wire, fresh
    values per signup), and vs the seed's transaction written with PynamoDB (the minimal create, a
-   token per signup): what any code on PynamoDB's models pays over boto3.
+   token per signup): the same signup by hand on PynamoDB's models.
 4. Contention: 8 threads signing up (then deleting) on 1, 10 and 100 hot values.
 5. Audit vs a raw boto3 Scan that only counts the items of the same table (both strongly
    consistent), and the audit's memory per record (``scan_throughput.py``).
@@ -264,7 +264,8 @@ def bind(host: str, run: str) -> None:
     PlainAccount.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
 
 
-def _client(model: type[Model]) -> Any:
+def botocore_client(model: type[Model]) -> Any:
+    """The botocore client PynamoDB sends ``model``'s requests with."""
     return model._get_connection().connection.client
 
 
@@ -312,7 +313,7 @@ class Wire:
 def watch(model: type[Model]) -> Iterator[Wire]:
     """Record what ``model``'s client sends while active."""
     wire = Wire()
-    events = _client(model).meta.events
+    events = botocore_client(model).meta.events
     events.register("before-call.dynamodb", wire.on_call, unique_id="bench-call")
     events.register_first("before-send.dynamodb", wire.on_send, unique_id="bench-send")
     try:
@@ -395,7 +396,7 @@ class Transport:
 def stubbed_transport() -> Iterator[Transport]:
     """Every model's botocore client answers in this process, without serializing or sending."""
     transport = Transport()
-    clients = {id(c): c for c in (_client(m) for m in MODELS)}
+    clients = {id(c): c for c in (botocore_client(m) for m in MODELS)}
     for client in clients.values():
         client._make_api_call = transport
     try:
@@ -735,43 +736,53 @@ def paired(first: Variant, other: Variant, iterations: int, repeats: int) -> tup
 
     Two, not all: with four taking turns, the three written with PynamoDB run much of the same
     PynamoDB code and keep it in the caches for one another, while the library's own code is
-    evicted between its turns. Measured side by side on the same code, four at once put a
-    non-unique update at 1.02x the minimal one where the pair gave 0.99x, and a delete at 0.95x
-    where the pair gave 0.81x.
+    evicted between its turns. Measured side by side on the same code (``--cpu-together`` times
+    the four together), four at once put a non-unique update at 1.02x the minimal one where the
+    pair gave 0.99x, and a delete at 0.95x where the pair gave 0.81x. Both are warm-cache figures:
+    ``instructions.py --cold`` counts what an operation fetches from a cold cache.
     """
     spreads = timed({"first": first, "other": other}, iterations, repeats)
     return spreads["first"], spreads["other"]
 
 
-def client_cpu(iterations: int, repeats: int) -> dict[str, dict[str, tuple[Spread, Spread]]]:
-    """For each operation and baseline: (library, baseline) seconds per operation, timed as a pair."""
+def client_cpu(iterations: int, repeats: int, *, together: bool = False) -> dict[str, dict[str, tuple[Spread, Spread]]]:
+    """For each operation and baseline: (library, baseline) seconds per operation, timed as a pair.
+
+    With ``together``, the four contenders of an operation take turns at once instead.
+    """
+    cpu: dict[str, dict[str, tuple[Spread, Spread]]] = {}
     with stubbed_transport():
-        return {
-            op: {name: paired(variants[LIB], variants[name], iterations, repeats) for name in BASELINES}
-            for op, variants in CPU_OPERATIONS.items()
-        }
+        for op, variants in CPU_OPERATIONS.items():
+            if together:
+                spreads = timed(variants, iterations, repeats)
+                cpu[op] = {name: (spreads[LIB], spreads[name]) for name in BASELINES}
+                continue
+            cpu[op] = {}
+            for name in BASELINES:
+                # A baseline that is another's variant (the non-unique update's minimal one is
+                # plain PynamoDB's) is timed once.
+                same = next((cpu[op][b] for b in cpu[op] if variants[b] == variants[name]), None)
+                cpu[op][name] = same or paired(variants[LIB], variants[name], iterations, repeats)
+    return cpu
 
 
 #: PynamoDB's own ``update()`` called on the library's model: the library's write path left out,
 #: its load hook (the snapshot of the item loaded) kept.
 PYNAMODB_ON_UNIQUE: Final = "PynamoDB's update() on the unique model"
 
-#: What a non-unique ``update()`` costs with and without the library's write path, against PynamoDB's
-#: on a plain model: the part PynamoDB and the load hook take, which no change to the write path removes.
+#: What a non-unique ``update()`` costs with the library's load hook but without its write path,
+#: against PynamoDB's on a plain model: the part the hook takes, which no change to the write
+#: path removes (the library's own against plain PynamoDB's is in the CPU table).
 UPDATE_FLOOR: Final[dict[str, Variant]] = {
-    LIB: CPU_OPERATIONS["non-unique update"][LIB],
     PYNAMODB_ON_UNIQUE: Variant(_unique_loaded, lambda a: Model.update(a, actions=[UniqueAccount.bio.set("poet")])),
     PLAIN: CPU_OPERATIONS["non-unique update"][PLAIN],
 }
 
 
-def update_floor(iterations: int, repeats: int) -> dict[str, tuple[Spread, Spread]]:
-    """A non-unique update, the library's and PynamoDB's own on the same model, each paired with plain PynamoDB's."""
+def update_floor(iterations: int, repeats: int) -> tuple[Spread, Spread]:
+    """A non-unique update: (PynamoDB's own on the library's model, plain PynamoDB's), timed as a pair."""
     with stubbed_transport():
-        return {
-            name: paired(UPDATE_FLOOR[name], UPDATE_FLOOR[PLAIN], iterations, repeats)
-            for name in (LIB, PYNAMODB_ON_UNIQUE)
-        }
+        return paired(UPDATE_FLOOR[PYNAMODB_ON_UNIQUE], UPDATE_FLOOR[PLAIN], iterations, repeats)
 
 
 def profile_library(operation: str, iterations: int, top: int = 18) -> str:
@@ -832,7 +843,8 @@ def _boto3_client(host: str) -> Any:
 MARK: Final = "__n__"
 
 
-def _signup(n: str) -> UniqueAccount:
+def signup(n: str) -> UniqueAccount:
+    """The library's signup ``n``: a new account with its email and username."""
     return UniqueAccount(pk=f"ACCT#{n}", email=f"{n}@example.com", username=f"u{n}")
 
 
@@ -846,10 +858,10 @@ def captured_signup() -> str:
     def on_call(params: dict[str, Any], **_: Any) -> None:
         bodies.append(params["body"])
 
-    events = _client(UniqueAccount).meta.events
+    events = botocore_client(UniqueAccount).meta.events
     events.register("before-call.dynamodb.TransactWriteItems", on_call, unique_id="bench-capture")
     try:
-        _signup(MARK).save()
+        signup(MARK).save()
     finally:
         events.unregister("before-call.dynamodb.TransactWriteItems", unique_id="bench-capture")
     (body,) = bodies
@@ -884,7 +896,7 @@ def _minimal_items(table: str, n: str) -> list[dict[str, Any]]:
 
 BOTO3_SAME: Final = "boto3, the library's request"
 BOTO3_MINIMAL: Final = "boto3, minimal items"
-#: The seed's transaction written with PynamoDB: what any PynamoDB code pays over boto3.
+#: The seed's transaction written with PynamoDB (three model instances and a TransactWrite).
 PYNAMODB_SEED: Final = "PynamoDB, the seed's transaction"
 HTTP_CONTENDERS: Final = (LIB, BOTO3_SAME, BOTO3_MINIMAL, PYNAMODB_SEED)
 
@@ -896,13 +908,19 @@ def boto3_same_signup(client: Any, template: str, n: str) -> None:
 
 
 def boto3_minimal_signup(client: Any, table: str, n: str) -> None:
-    """Signup ``n`` with boto3: the seed's three Puts, a token per signup (DynamoDB refuses one reused)."""
-    client.transact_write_items(TransactItems=_minimal_items(table, n), ClientRequestToken=f"signup-{n}")
+    """Signup ``n`` with boto3: the seed's three Puts, a token per signup (DynamoDB refuses one reused).
+
+    ``n`` short enough for a token of at most 36 characters (DynamoDB's limit).
+    """
+    client.transact_write_items(TransactItems=_minimal_items(table, n), ClientRequestToken=f"boto3-{n}")
 
 
 def seed_signup(n: str) -> None:
-    """The seed's signup with PynamoDB, a token per signup (DynamoDB refuses a token reused for another request)."""
-    _minimal_create(PlainAccount(pk=f"ACCT#{n}", email=f"{n}@example.com", username=f"u{n}"), token=f"signup-{n}")
+    """The seed's signup with PynamoDB, a token per signup (DynamoDB refuses a token reused for another request).
+
+    ``n`` short enough for a token of at most 36 characters (DynamoDB's limit).
+    """
+    _minimal_create(PlainAccount(pk=f"ACCT#{n}", email=f"{n}@example.com", username=f"u{n}"), token=f"seed-{n}")
 
 
 @dataclass(frozen=True)
@@ -914,15 +932,19 @@ class Rates:
 
 
 def throughput(host: str, per_thread: int, repeats: int, threads: int = THREADS) -> dict[str, Rates]:
-    """Signups on ``threads`` threads, distinct values: the library, boto3 with its request, with the minimal one."""
+    """Signups on ``threads`` threads, distinct values, by each of ``HTTP_CONTENDERS``."""
     client = _boto3_client(host)
     table = UniqueAccount.Meta.table_name
+    # Every contender writes to the same table, the seed's models too: tables of one size.
+    for model in (PlainAccount, MinimalLock):
+        model.Meta.table_name = table
+        model._connection = None
     template = captured_signup()
 
     def library(run: str) -> Callable[[int], None]:
         def work(index: int) -> None:
             for i in range(per_thread):
-                _signup(f"{run}-{index}-{i}").save()
+                signup(f"{run}-{index}-{i}").save()
 
         return work
 
@@ -1028,7 +1050,7 @@ def contention(hot: int, per_thread: int) -> Contention:
         _threads(THREADS, work)
     finally:
         unique_send.sleep = real_sleep
-    items = _client(UniqueAccount).scan(TableName=UniqueAccount.Meta.table_name, ConsistentRead=True)["Items"]
+    items = botocore_client(UniqueAccount).scan(TableName=UniqueAccount.Meta.table_name, ConsistentRead=True)["Items"]
     result.left = sum(1 for item in items if item["PK"]["S"].startswith(("UNIQ#EMAIL#hot", "ACCT#c")))
     return result
 
@@ -1075,11 +1097,12 @@ def report_requests(report: Report) -> None:
     ]
 
 
-def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) -> None:
-    """Section 2, with a cProfile of the library on request."""
+def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool, together: bool = False) -> None:
+    """Section 2, with a cProfile of the library on request (``together``: see :func:`client_cpu`)."""
+    how = "the four contenders taking turns at once" if together else "the library and each baseline taking turns"
     print(
         f"\n== 2. client CPU per operation, transport stubbed "
-        f"({iterations} operations per contender, the library and each baseline taking turns, {repeats} repetitions)"
+        f"({iterations} operations per contender, {how}, {repeats} repetitions)"
     )
     problems = check_requests()
     for problem in problems:
@@ -1087,35 +1110,34 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
     if not problems:
         print("checked: the same request by hand sends the library's requests (token and table name aside);")
         print("         PynamoDB's own save()/update() send the library's single writes (but ReturnValuesOn...)")
-    cpu = client_cpu(iterations, repeats)
+    cpu = client_cpu(iterations, repeats, together=together)
     rows = []
     for op, by in cpu.items():
-        micros = [by[MINIMAL][0].show(1e6), *(by[name][1].show(1e6) for name in BASELINES)]
-        to_minimal, to_same = ratio(*by[MINIMAL]), ratio(*by[SAME])
-        rows.append((op, *micros, to_minimal.show(digits=2), to_same.show(digits=2)))
-        report.target(f"CPU {op}: library / minimal", to_minimal.median, CPU_TARGET, at_most=True)
+        lib, minimal = by[MINIMAL]
+        ratios = [ratio(*by[name]) for name in BASELINES]
+        rows.append((op, lib.show(1e6), minimal.show(1e6), *(r.show(digits=2) for r in ratios)))
+        report.target(f"CPU {op}: library / minimal", ratios[0].median, CPU_TARGET, at_most=True)
     header = [
         "operation",
         "library µs",
         "minimal by hand µs",
-        "same request by hand µs",
-        "plain PynamoDB µs",
         "library / minimal",
         "library / same request",
+        "library / plain PynamoDB",
     ]
     print("\n".join(_table(header, rows)))
+    source = "the same turns" if together else "their pair"
     print(
-        "(the median operation, the library and each baseline taking turns as a pair: median (min-max) over the"
-        " repetitions; the library's from its pair with the minimal one; a ratio is the median (min-max) of the"
-        " per-repetition ratios of its pair)"
+        f"(the median operation, median (min-max) over the repetitions, the library's and the minimal one's from"
+        f" {source}; a ratio is the median (min-max) of the per-repetition ratios of the library and that baseline,"
+        f" {how})"
     )
-    floor = update_floor(iterations, repeats)
-    lines = [
-        f"non-unique update, {name}: {floor[name][0].show(1e6)} µs, / plain PynamoDB "
-        f"{ratio(*floor[name]).show(digits=2)}"
-        for name in (LIB, PYNAMODB_ON_UNIQUE)
-    ]
-    print("\n".join(lines))
+    on_unique, plain = update_floor(iterations, repeats)
+    line = (
+        f"non-unique update, {PYNAMODB_ON_UNIQUE} (the library's load hook, not its write path): "
+        f"{on_unique.show(1e6)} µs, / plain PynamoDB {ratio(on_unique, plain).show(digits=2)}"
+    )
+    print(line)
     if profile:
         for op in cpu:
             print(f"\n-- cProfile of the library, {op} ({iterations} operations, stubbed transport)")
@@ -1123,12 +1145,11 @@ def report_cpu(report: Report, iterations: int, repeats: int, *, profile: bool) 
     report.markdown += [
         "",
         f"Client CPU per operation, transport stubbed: the median of {iterations:,} operations per contender, "
-        f"the library and each baseline taking turns as a pair, operation by operation; median (min-max) of "
-        f"{repeats} repetitions (the library's from its pair with the minimal one):",
+        f"{how}, operation by operation; median (min-max) of {repeats} repetitions:",
         "",
         *_markdown(header, rows),
         "",
-        *(f"- {line}" for line in lines),
+        f"- {line}",
     ]
 
 
@@ -1164,7 +1185,7 @@ def report_throughput(report: Report, host: str, per_thread: int, repeats: int, 
     print(
         f"HTTP signups: PynamoDB's seed transaction / boto3 same request: "
         f"{ratio(seed, rates[BOTO3_SAME].per_second).show(digits=2)}, / boto3 minimal items: "
-        f"{ratio(seed, rates[BOTO3_MINIMAL].per_second).show(digits=2)} (what any PynamoDB code pays)"
+        f"{ratio(seed, rates[BOTO3_MINIMAL].per_second).show(digits=2)}"
     )
     report.markdown += [
         "",
@@ -1221,6 +1242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--http-threads", type=int, default=THREADS, help=f"client threads of the HTTP section (default {THREADS})"
     )
+    parser.add_argument(
+        "--cpu-together",
+        action="store_true",
+        help="time the CPU section's four contenders taking turns at once (the method before pairs), for comparison",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         iterations, repeats, per_thread, contended, audit_items, bulk_records = 150, MIN_REPEATS, 15, 15, 3_000, 300
@@ -1243,7 +1269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind(host, "requests")
         report_requests(report)
         bind(host, "cpu")
-        report_cpu(report, iterations, repeats, profile=args.profile)
+        report_cpu(report, iterations, repeats, profile=args.profile, together=args.cpu_together)
         bind(host, "http")
         report_throughput(report, host, per_thread, repeats, args.http_threads)
         bind(host, "contention")
