@@ -214,7 +214,6 @@ def retrying(
     call: Callable[..., _R],
     *args: Any,
     attempts: int = RETRY_ATTEMPTS,
-    failed: Callable[[PynamoDBException], None] | None = None,
 ) -> _R:
     """Call ``call(*args)``, resending on conflicts and throttling with bounded, jittered backoff.
 
@@ -224,22 +223,17 @@ def retrying(
         call: one attempt.
         args: its arguments, built once for every attempt.
         attempts: attempts in all.
-        failed: sees each error first, and may raise another (a failed condition, for instance).
 
     Raises:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
     if not isinstance(attempts, int) or attempts < 1:
         _refuse_attempts(attempts)
-    # A counter, not range(): every write comes here once, and a range object is code that no
-    # other part of a write runs (a cache miss more per write from a cold cache).
     attempt = 0
     while True:
         try:
             return call(*args)
         except PynamoDBException as exc:
-            if failed is not None:
-                failed(exc)
             if not is_transient(exc):
                 raise
             _back_off(exc, attempt, attempts)
