@@ -39,7 +39,7 @@ from _export import export_tables, write_export  # noqa: E402
 from models import Account  # noqa: E402
 
 from pynamodb_unique import audit  # noqa: E402
-from pynamodb_unique._context import context_of  # noqa: E402
+from pynamodb_unique._model.context import context_of  # noqa: E402
 
 #: Items per account: the record, its email lock and its username lock.
 ITEMS_PER_ACCOUNT: Final = 3

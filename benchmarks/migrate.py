@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # The tests' dynoxide helper.
 import _dynoxide  # noqa: E402
 
 from pynamodb_unique import Former, UniqueAttribute, UniqueMixin, migrate  # noqa: E402
-from pynamodb_unique._context import context_of  # noqa: E402
+from pynamodb_unique._model.context import context_of  # noqa: E402
 
 REGION: Final = "us-east-1"
 #: BatchWriteItem's limit on items per request.

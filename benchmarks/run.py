@@ -86,7 +86,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-import pynamodb_unique._send as unique_send
+import pynamodb_unique._write.send as unique_send
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueError, UniqueMixin, UniqueViolation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scan_throughput and bulk, when imported from elsewhere.

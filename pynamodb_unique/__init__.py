@@ -3,35 +3,35 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from . import streams as streams
-from ._audit import AuditReport as AuditReport
-from ._audit import DuplicateValue as DuplicateValue
-from ._audit import ForeignLock as ForeignLock
-from ._audit import MissingLock as MissingLock
-from ._audit import OrphanedLock as OrphanedLock
-from ._audit import Problem as Problem
-from ._audit import RetiredLock as RetiredLock
-from ._audit import StaleLock as StaleLock
-from ._audit import audit as audit
-from ._bulk import BulkResult as BulkResult
-from ._bulk import bulk_save as bulk_save
-from ._constraint import Former as Former
-from ._constraint import UniqueAttribute as UniqueAttribute
-from ._constraint import UniqueConstraint as UniqueConstraint
-from ._explain import Explanation as Explanation
-from ._explain import LockInfo as LockInfo
-from ._explain import explain as explain
-from ._explain import inspect as inspect
-from ._locks import create_lock_table as create_lock_table
-from ._locks import is_lock_item as is_lock_item
-from ._migrate import Conflict as Conflict
-from ._migrate import MigrationReport as MigrationReport
-from ._migrate import migrate as migrate
+from ._core.constraint import Former as Former
+from ._core.constraint import UniqueAttribute as UniqueAttribute
+from ._core.constraint import UniqueConstraint as UniqueConstraint
 from ._mixin import UniqueMixin as UniqueMixin
-from ._repair import Fix as Fix
-from ._repair import RepairReport as RepairReport
-from ._repair import backfill as backfill
-from ._repair import repair as repair
+from ._model.locks import create_lock_table as create_lock_table
+from ._model.locks import is_lock_item as is_lock_item
+from ._ops.audit import audit as audit
+from ._ops.collect import AuditReport as AuditReport
+from ._ops.collect import DuplicateValue as DuplicateValue
+from ._ops.collect import ForeignLock as ForeignLock
+from ._ops.collect import MissingLock as MissingLock
+from ._ops.collect import OrphanedLock as OrphanedLock
+from ._ops.collect import Problem as Problem
+from ._ops.collect import RetiredLock as RetiredLock
+from ._ops.collect import StaleLock as StaleLock
+from ._ops.explain import Explanation as Explanation
+from ._ops.explain import LockInfo as LockInfo
+from ._ops.explain import explain as explain
+from ._ops.explain import inspect as inspect
+from ._ops.migrate import Conflict as Conflict
+from ._ops.migrate import MigrationReport as MigrationReport
+from ._ops.migrate import migrate as migrate
+from ._ops.repair import Fix as Fix
+from ._ops.repair import RepairReport as RepairReport
+from ._ops.repair import backfill as backfill
+from ._ops.repair import repair as repair
 from ._transact import TransactWrite as TransactWrite
+from ._write.bulk import BulkResult as BulkResult
+from ._write.bulk import bulk_save as bulk_save
 from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
 from .exceptions import InvalidUniqueValue as InvalidUniqueValue
@@ -89,3 +89,10 @@ __all__ = [
     "repair",
     "streams",
 ]
+
+# Reprs, tracebacks and docs show the public name (pynamodb_unique.TransactWrite), as httpx does.
+for _name in __all__:
+    _public = globals()[_name]
+    if getattr(_public, "__module__", "").startswith("pynamodb_unique._"):
+        _public.__module__ = __name__
+del _name, _public

@@ -15,15 +15,15 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
-from ._configure import configure
-from ._context import ModelContext, OwnerKey, context_of
-from ._engine import Intent, intent_plan, plain_update, write
-from ._locks import lock_owner
-from ._plan import Stored
-from ._reads import UniqueReads
-from ._registry import register
-from ._send import check_token
-from ._validate import validate_unique
+from ._core.plan import Stored
+from ._model.configure import configure
+from ._model.context import ModelContext, OwnerKey, context_of
+from ._model.locks import lock_owner
+from ._model.registry import register
+from ._ops.reads import UniqueReads
+from ._ops.validate import validate_unique
+from ._write.engine import Intent, intent_plan, plain_update, write
+from ._write.send import check_token
 from .exceptions import InvalidUniqueValue
 
 

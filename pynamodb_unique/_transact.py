@@ -15,14 +15,14 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
-from . import _telemetry
-from ._context import ModelContext, OwnerKey, context_of
-from ._engine import Intent, after_success, interpret, violation
-from ._plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
-from ._pynamodb import connection as model_connection
-from ._pynamodb import set_transaction_token, transaction_lists
-from ._requests import lock_kwargs, record_kwargs
-from ._send import check_token, derive_token, new_token, request_clock, retrying
+from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
+from ._model.context import ModelContext, OwnerKey, context_of
+from ._model.seam import connection as model_connection
+from ._model.seam import set_transaction_token, transaction_lists
+from ._write import telemetry as _telemetry
+from ._write.engine import Intent, after_success, interpret, violation
+from ._write.requests import lock_kwargs, record_kwargs
+from ._write.send import check_token, derive_token, new_token, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 

@@ -28,16 +28,16 @@ from pynamodb.constants import KEY
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from ._audit import _Scope
-from ._constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
-from ._context import ModelContext, OwnerKey, context_of
-from ._keys import LOCK_PREFIX
-from ._locks import ABSENT, LockTable, is_lock_item, lock_owner
-from ._plan import MAX_TRANSACTION_ACTIONS, SentGroup
-from ._pynamodb import connection
-from ._registry import lock_sharers, lock_table_id, namespaces_of, table_id
-from ._repair import Fixer, _Write
-from ._send import batch_read
+from ._core.constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from ._core.keys import LOCK_PREFIX
+from ._core.plan import MAX_TRANSACTION_ACTIONS, SentGroup
+from ._model.context import ModelContext, OwnerKey, context_of
+from ._model.locks import ABSENT, LockTable, is_lock_item, lock_owner
+from ._model.registry import lock_sharers, lock_table_id, namespaces_of, table_id
+from ._model.seam import connection
+from ._ops.collect import Scope
+from ._ops.repair import Fixer, _Write
+from ._write.send import batch_read
 
 if TYPE_CHECKING:
     from ._mixin import UniqueMixin
@@ -167,7 +167,7 @@ class _Handler:
 
     def __init__(self, model: type[UniqueMixin]) -> None:
         self.model = model
-        self.scope = _Scope(model)  # Raises UniqueConfigError: not a unique model.
+        self.scope = Scope(model)  # Raises UniqueConfigError: not a unique model.
         self.locks: LockTable = self.scope_context().locks()
         self.table = table_id(model)
         self.table_name = connection(model).table_name
@@ -182,7 +182,7 @@ class _Handler:
     def scope_context(self) -> ModelContext:
         """The handled model's context."""
         context = context_of(self.model)
-        assert context is not None  # noqa: S101 - _Scope refused a model without constraints.
+        assert context is not None  # noqa: S101 - Scope refused a model without constraints.
         return context
 
     def owner(self, keys: Mapping[str, Any]) -> OwnerKey:

@@ -9,7 +9,7 @@ from models import Account
 from pynamodb.models import Model
 
 from pynamodb_unique import create_lock_table
-from pynamodb_unique._context import ModelContext, context_of
+from pynamodb_unique._model.context import ModelContext, context_of
 
 ADA = ("ACCT#a1f9c3", "PROFILE")
 GRACE = ("ACCT#0b7e21", "PROFILE")

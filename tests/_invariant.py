@@ -7,8 +7,8 @@ from typing import Any
 
 from pynamodb.models import Model
 
-from pynamodb_unique._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
-from pynamodb_unique._keys import LOCK_PREFIX
+from pynamodb_unique._core.constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from pynamodb_unique._core.keys import LOCK_PREFIX
 
 
 def raw_items(model: type[Model]) -> list[dict[str, Any]]:

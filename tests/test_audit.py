@@ -49,7 +49,7 @@ from pynamodb_unique import (
     inspect,
     repair,
 )
-from pynamodb_unique._context import context_of
+from pynamodb_unique._model.context import context_of
 
 LAYOUTS = [pytest.param(False, id="shared"), pytest.param(True, id="separate")]
 

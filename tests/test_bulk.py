@@ -35,7 +35,7 @@ from pynamodb_unique import (
     Violation,
     bulk_save,
 )
-from pynamodb_unique._context import context_of
+from pynamodb_unique._model.context import context_of
 
 
 class Customer(UniqueMixin, Model):
@@ -474,7 +474,8 @@ def test_bulk__transaction_conflict__resent_with_the_same_token(backend: Backend
 _SET_SCRIPT = """
 from pynamodb.attributes import UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
-from pynamodb_unique import UniqueAttribute, UniqueMixin, _bulk
+from pynamodb_unique import UniqueAttribute, UniqueMixin
+from pynamodb_unique._write import bulk as _bulk
 
 class Tagged(UniqueMixin, Model):
     class Meta:

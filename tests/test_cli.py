@@ -19,7 +19,8 @@ from _backends import Backend, unique_table_name
 from _damage import ADA_TWIN, EXPECTED, all_items, damage, delete_record, put_record
 from click.testing import CliRunner, Result
 
-from pynamodb_unique import _cli_progress, explain
+from pynamodb_unique import explain
+from pynamodb_unique.cli import _progress as _cli_progress
 from pynamodb_unique.cli import cli
 
 MODEL_SOURCE = '''

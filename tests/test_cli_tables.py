@@ -19,9 +19,10 @@ from click.testing import CliRunner, Result
 from pynamodb.exceptions import ScanError
 from test_cli import _run, _write_module, user_model  # noqa: F401 - user_model is a fixture used here.
 
-from pynamodb_unique import _cli_progress, explain
 from pynamodb_unique import cli as cli_module
-from pynamodb_unique._pynamodb import connection
+from pynamodb_unique import explain
+from pynamodb_unique._model.seam import connection
+from pynamodb_unique.cli import _progress as _cli_progress
 from pynamodb_unique.cli import cli
 
 #: Records written without locks on top of :func:`damage`: 30 more missing locks per constraint.

@@ -38,17 +38,17 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueConstraint,
     UniqueMixin,
-    _plan,
     audit,
     create_lock_table,
     migrate,
     repair,
 )
-from pynamodb_unique._audit import ForeignLock
-from pynamodb_unique._context import context_of
-from pynamodb_unique._migrate import _Migrator
-from pynamodb_unique._plan import Stored
-from pynamodb_unique._repair import Fixer
+from pynamodb_unique._core import plan as _plan
+from pynamodb_unique._core.plan import Stored
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._ops.collect import ForeignLock
+from pynamodb_unique._ops.migrate import _Migrator
+from pynamodb_unique._ops.repair import Fixer
 
 
 def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:

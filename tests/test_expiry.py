@@ -33,7 +33,6 @@ from pynamodb_unique import (
     UniqueConfigError,
     UniqueMixin,
     UniqueViolation,
-    _send,
     audit,
     backfill,
     bulk_save,
@@ -42,7 +41,8 @@ from pynamodb_unique import (
     repair,
     streams,
 )
-from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
+from pynamodb_unique._core.constraint import HELD, LOCK_EXPIRES, OWNER_HASH
+from pynamodb_unique._write import send as _send
 
 EMAIL = "UNIQ#EMAIL#ada@lovelace.io"
 OTHER = "UNIQ#EMAIL#ada@babbage.io"

@@ -27,14 +27,14 @@ from pynamodb_unique import (
     TransactWrite,
     UniqueAttribute,
     UniqueMixin,
-    _bulk,
-    _send,
     audit,
     create_lock_table,
     repair,
     streams,
 )
-from pynamodb_unique._constraint import HELD, LOCK_EXPIRES, OWNER_HASH
+from pynamodb_unique._core.constraint import HELD, LOCK_EXPIRES, OWNER_HASH
+from pynamodb_unique._write import bulk as _bulk
+from pynamodb_unique._write import send as _send
 
 EMAIL = "UNIQ#EMAIL#ada@lovelace.io"
 MOTO = Backend("moto", None)

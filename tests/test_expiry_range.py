@@ -21,10 +21,10 @@ from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, repair
-from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Guard, Planner, Stored
-from pynamodb_unique._requests import guard_condition
-from pynamodb_unique._seconds import second_bounds
+from pynamodb_unique._core.plan import Guard, Planner, Stored
+from pynamodb_unique._core.seconds import second_bounds
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._write.requests import guard_condition
 
 
 class WholeSecondsTTL(TTLAttribute):

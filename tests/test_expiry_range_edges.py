@@ -41,9 +41,9 @@ from pynamodb_unique import (
     bulk_save,
     repair,
 )
-from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Guard, Stored
-from pynamodb_unique._requests import guard_condition
+from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._write.requests import guard_condition
 
 #: "Never expires": what TTLAttribute makes of datetime.max (9999-12-31 23:59:59 UTC).
 NEVER = datetime.max.replace(tzinfo=UTC)

@@ -37,9 +37,9 @@ from pynamodb_unique import (
     migrate,
     repair,
 )
-from pynamodb_unique._plan import Guard, Stored
-from pynamodb_unique._requests import guard_condition
-from pynamodb_unique._seconds import second_bounds
+from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._core.seconds import second_bounds
+from pynamodb_unique._write.requests import guard_condition
 
 
 def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:

@@ -31,10 +31,10 @@ from _expiry import (
 from _invariant import actual_locks, expected_locks
 
 from pynamodb_unique import StaleWrite, TransactWrite, backfill
-from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Guard, Stored
-from pynamodb_unique._requests import guard_condition
-from pynamodb_unique._seconds import second_bounds
+from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._core.seconds import second_bounds
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._write.requests import guard_condition
 
 #: An expiry after 2038-01-19 (past 2**31 seconds): a float there has 2**-21 s steps.
 AFTER_2038 = 2_200_000_000

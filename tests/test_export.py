@@ -40,7 +40,7 @@ from pynamodb.attributes import (
 )
 from pynamodb.models import Model
 
-import pynamodb_unique._export
+import pynamodb_unique._ops.export
 from pynamodb_unique import (
     AuditReport,
     Former,
@@ -98,7 +98,7 @@ def test_export_audit__many_batches__same_report_as_live(
     backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Items streamed in many small batches, problems read back in many: the same report."""
-    monkeypatch.setattr(pynamodb_unique._export, "BATCH", 7)
+    monkeypatch.setattr(pynamodb_unique._ops.export, "BATCH", 7)
     model = bind_accounts(backend)
     load_healthy(model, 60)
     damage(model)
@@ -450,7 +450,7 @@ def test_live_audit__duckdb_engine__same_report(
     backend: Backend, tmp_path: Path, separate: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """engine="duckdb" joins a scan's pages in DuckDB (four segments: four threads) into the same report."""
-    monkeypatch.setattr(pynamodb_unique._export, "BATCH", 3)
+    monkeypatch.setattr(pynamodb_unique._ops.export, "BATCH", 3)
     model = bind_accounts(backend, separate=separate)
     load_healthy(model, 20)
     damage(model)

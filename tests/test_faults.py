@@ -42,9 +42,9 @@ from pynamodb_unique import (
     UniqueConfigError,
     UniqueMixin,
     UniqueViolation,
-    _send,
 )
-from pynamodb_unique._context import ModelContext, meta_value
+from pynamodb_unique._model.context import ModelContext, meta_value
+from pynamodb_unique._write import send as _send
 
 PK = "ACCT#a1f9c3"
 ADA = "ada@lovelace.io"

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pynamodb.attributes import BinaryAttribute, NumberAttribute, UnicodeAttribute
 
-from pynamodb_unique._constraint import Constraint
-from pynamodb_unique._keys import MAX_PARTITION_KEY_BYTES, canonical_number, lock_key
+from pynamodb_unique._core.constraint import Constraint
+from pynamodb_unique._core.keys import MAX_PARTITION_KEY_BYTES, canonical_number, lock_key
 from pynamodb_unique.exceptions import InvalidUniqueValue
 
 

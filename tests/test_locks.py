@@ -11,8 +11,8 @@ from pynamodb.constants import ALL_OLD, ITEM, KEY
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from pynamodb_unique._constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
-from pynamodb_unique._locks import ABSENT, LockCodec
+from pynamodb_unique._core.constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from pynamodb_unique._model.locks import ABSENT, LockCodec
 
 HASH_RANGE = (
     {OWNER_HASH: {"S": "ACCT#1"}, OWNER_RANGE: {"S": "PROFILE"}},

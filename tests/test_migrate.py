@@ -19,7 +19,7 @@ from _invariant import actual_locks, assert_invariant
 from pynamodb.attributes import Attribute, UnicodeAttribute
 from pynamodb.models import Model
 
-import pynamodb_unique._migrate
+import pynamodb_unique._ops.migrate
 from pynamodb_unique import (
     Former,
     MigrationReport,
@@ -33,7 +33,7 @@ from pynamodb_unique import (
     migrate,
     repair,
 )
-from pynamodb_unique._migrate import CHANGED, complete
+from pynamodb_unique._ops.migrate import CHANGED, complete
 
 #: Records written before the migration, besides each test's named ones.
 SEEDS = 12
@@ -394,7 +394,7 @@ def test_migrate__writer_takes_the_value_after_the_scan__conflict(
         _change(expand, "ACCT#s2", email="Moved@Example.COM")
         return report
 
-    monkeypatch.setattr(pynamodb_unique._migrate, "audit", scan_then_signup)
+    monkeypatch.setattr(pynamodb_unique._ops.migrate, "audit", scan_then_signup)
     report = migrate(expand, apply=True)
     monkeypatch.undo()
     assert report.created == 2

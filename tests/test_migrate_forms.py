@@ -21,11 +21,11 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
 )
-from pynamodb_unique._context import context_of
-from pynamodb_unique._engine import interpret
-from pynamodb_unique._locks import LockTable
-from pynamodb_unique._plan import LockPut, Planner, RecordWrite, Stored, former_slot
-from pynamodb_unique._requests import build_request
+from pynamodb_unique._core.plan import LockPut, Planner, RecordWrite, Stored, former_slot
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._model.locks import LockTable
+from pynamodb_unique._write.engine import interpret
+from pynamodb_unique._write.requests import build_request
 
 OLD_SECRET = b"old-secret"
 NEW_SECRET = b"new-secret"

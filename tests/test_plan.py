@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from models import Account
 
-from pynamodb_unique._plan import LockNotOurs, LockPut, LockRelease, Planner, RecordWrite, Stored
+from pynamodb_unique._core.plan import LockNotOurs, LockPut, LockRelease, Planner, RecordWrite, Stored
 
 PLANNER = Account._uniq_planner
 assert isinstance(PLANNER, Planner)

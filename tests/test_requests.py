@@ -13,8 +13,8 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
-from pynamodb_unique._plan import Stored
-from pynamodb_unique._requests import record_kwargs
+from pynamodb_unique._core.plan import Stored
+from pynamodb_unique._write.requests import record_kwargs
 
 STATES = [
     pytest.param(Stored(exists=False), id="absent"),

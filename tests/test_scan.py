@@ -10,9 +10,9 @@ from _backends import Backend, bind_model
 from _damage import client
 from models import Account
 
-from pynamodb_unique import _scan
-from pynamodb_unique._pynamodb import connection
-from pynamodb_unique._scan import scan_pages
+from pynamodb_unique._model.seam import connection
+from pynamodb_unique._ops import scan as _scan
+from pynamodb_unique._ops.scan import scan_pages
 
 #: Every kind of DynamoDB value, nested too; a string that looks like a binary marker's name.
 VARIED: list[dict[str, Any]] = [

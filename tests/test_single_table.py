@@ -20,15 +20,15 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueError,
     UniqueMixin,
-    _context,
     audit,
     backfill,
     is_lock_item,
     repair,
 )
-from pynamodb_unique._context import context_of
-from pynamodb_unique._locks import lock_table
-from pynamodb_unique._registry import _registered
+from pynamodb_unique._model import context as _context
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._model.locks import lock_table
+from pynamodb_unique._model.registry import _registered
 
 
 def _locks(model: type[Model]) -> dict[str, tuple[str, str]]:

@@ -45,8 +45,8 @@ from pynamodb_unique import (
     create_lock_table,
     repair,
 )
-from pynamodb_unique._plan import Stored, fixed_default
-from pynamodb_unique._requests import record_kwargs
+from pynamodb_unique._core.plan import Stored, fixed_default
+from pynamodb_unique._write.requests import record_kwargs
 
 MOTO = Backend("moto", None)
 M = TypeVar("M", bound=Model)

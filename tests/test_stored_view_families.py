@@ -21,7 +21,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin, audit, create_lock_table, migrate, repair
-from pynamodb_unique._keys import LOCK_PREFIX
+from pynamodb_unique._core.keys import LOCK_PREFIX
 
 MOTO = Backend("moto", None)
 

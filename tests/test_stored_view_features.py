@@ -23,8 +23,8 @@ from pynamodb_unique import (
     audit,
     inspect,
 )
-from pynamodb_unique._plan import Guard, Stored
-from pynamodb_unique._requests import guard_condition
+from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._write.requests import guard_condition
 
 MOTO = Backend("moto", None)
 

@@ -14,9 +14,9 @@ from pynamodb.attributes import DiscriminatorAttribute, UnicodeAttribute, Unicod
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
-from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import ABSENT, Guard, Planner, Stored
-from pynamodb_unique._requests import guard_condition
+from pynamodb_unique._core.plan import ABSENT, Guard, Planner, Stored
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._write.requests import guard_condition
 
 # --- models ----------------------------------------------------------------------------------
 

@@ -27,9 +27,9 @@ from pynamodb_unique import (
     repair,
     streams,
 )
-from pynamodb_unique._context import ModelContext
-from pynamodb_unique._keys import LOCK_PREFIX
-from pynamodb_unique._migrate import complete
+from pynamodb_unique._core.keys import LOCK_PREFIX
+from pynamodb_unique._model.context import ModelContext
+from pynamodb_unique._ops.migrate import complete
 
 MOTO = Backend("moto", None)
 

@@ -17,8 +17,8 @@ from pynamodb.attributes import MapAttribute, NumberSetAttribute, UnicodeAttribu
 from pynamodb.models import Model
 
 from pynamodb_unique import ConditionFailed, UniqueConstraint, UniqueMixin
-from pynamodb_unique._context import context_of
-from pynamodb_unique._plan import Stored
+from pynamodb_unique._core.plan import Stored
+from pynamodb_unique._model.context import context_of
 
 
 class Prefs(MapAttribute[str, Any]):

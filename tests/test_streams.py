@@ -24,7 +24,7 @@ from pynamodb.attributes import BinaryAttribute, DiscriminatorAttribute, Unicode
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, is_lock_item, streams
-from pynamodb_unique._context import context_of
+from pynamodb_unique._model.context import context_of
 from pynamodb_unique.streams import StreamReport, decode, handle
 
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/{}/stream/2026-12-01T00:00:00.000"

@@ -36,11 +36,11 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueMixin,
     UniqueViolation,
-    _engine,
-    _send,
-    _telemetry,
     bulk_save,
 )
+from pynamodb_unique._write import engine as _engine
+from pynamodb_unique._write import send as _send
+from pynamodb_unique._write import telemetry as _telemetry
 
 ADA = "ada@lovelace.io"
 SSN = "078-05-1120"

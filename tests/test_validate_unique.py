@@ -18,11 +18,11 @@ from pynamodb_unique import (
     UniqueConstraint,
     UniqueMixin,
     UniqueViolation,
-    _send,
-    _validate,
     create_lock_table,
 )
-from pynamodb_unique._context import context_of
+from pynamodb_unique._model.context import context_of
+from pynamodb_unique._ops import validate as _validate
+from pynamodb_unique._write import send as _send
 
 
 class Profile(UniqueMixin, Model):

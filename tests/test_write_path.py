@@ -41,10 +41,10 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueConstraint,
     UniqueMixin,
-    _plan,
     create_lock_table,
 )
-from pynamodb_unique._plan import (
+from pynamodb_unique._core import plan as _plan
+from pynamodb_unique._core.plan import (
     SENT_ORDER,
     Guard,
     LockNotOurs,
@@ -56,8 +56,8 @@ from pynamodb_unique._plan import (
     RecordWrite,
     Stored,
 )
-from pynamodb_unique._requests import guard_condition, record_kwargs
-from pynamodb_unique._send import WriteFailed, derive_token, new_token, send_transaction
+from pynamodb_unique._write.requests import guard_condition, record_kwargs
+from pynamodb_unique._write.send import WriteFailed, derive_token, new_token, send_transaction
 
 MOTO = Backend("moto", None)
 M = TypeVar("M", bound=Model)

@@ -1,0 +1,118 @@
+"""A unique model's configuration, checked once PynamoDB has collected its attributes."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pynamodb.attributes import TTLAttribute, VersionAttribute
+from pynamodb.constants import STRING
+from pynamodb.models import Model
+
+from .._core.constraint import LOCK_ATTRIBUTES, Constraint, resolve_constraints
+from .._core.limits import RETRY_ATTEMPTS
+from .._core.plan import MAX_TRANSACTION_ACTIONS, Planner
+from ..exceptions import UniqueConfigError
+from .registry import discriminator as discriminator_of
+from .seam import blank_instance
+
+
+class _ReadRecorder(dict[str, Any]):
+    """An instance's ``attribute_values`` that records which attributes are read."""
+
+    def __init__(self, values: Mapping[str, Any], read: set[str]) -> None:
+        super().__init__(values)
+        self.read = read
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+def instantiator(cls: type[Model]) -> Callable[[Mapping[str, Any], set[str]], Model]:
+    """Build instances of ``cls`` holding given values, recording the attributes read from them."""
+
+    def instantiate(values: Mapping[str, Any], read: set[str]) -> Model:
+        instance = blank_instance(cls)
+        instance.attribute_values = _ReadRecorder({k: v for k, v in values.items() if v is not None}, read)
+        return instance
+
+    return instantiate
+
+
+def _traced(cls: type[Model], constraint: Constraint) -> Constraint:
+    """Fill in the attributes a partial constraint's condition reads, unless declared."""
+    if constraint.condition is None or constraint.condition_attributes:
+        return constraint
+    read: set[str] = set()
+    # A condition may fail on an empty instance; what it read until then still counts.
+    with contextlib.suppress(Exception):
+        constraint.condition(instantiator(cls)({}, read))
+    traced = tuple(sorted(read))
+    former = constraint.former
+    if former is not None:
+        former = dataclasses.replace(former, condition_attributes=traced)
+    return dataclasses.replace(constraint, condition_attributes=traced, former=former)
+
+
+def configure(cls: type[Model]) -> Planner | None:
+    """Check ``cls``'s unique constraints and return its planner; None for a model without keys.
+
+    Raises:
+        UniqueConfigError: the model cannot keep its constraints (see the messages).
+    """
+    model = cls.__name__
+    meta = getattr(cls, "Meta", None)
+    attributes = cls.get_attributes()
+    constraints = resolve_constraints(
+        model, attributes, getattr(meta, "unique_constraints", None), getattr(meta, "unique_secret", None)
+    )
+    hash_attribute = next((a for a in attributes.values() if a.is_hash_key), None)
+    if hash_attribute is None:
+        return None  # An abstract base: its concrete subclasses are checked.
+    range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
+    discriminator = discriminator_of(cls)
+    versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
+    kind = cls if discriminator is not None and discriminator.get_discriminator(cls) is not None else None
+    if not constraints:
+        # No lock of its own: PynamoDB's key types, and its writes stay PynamoDB's own unless a
+        # polymorphic relative keeps locks (see _registry.maintains_locks).
+        return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
+    # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here,
+    # for a model with constraints of its own (without, its writes are most often PynamoDB's).
+    attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+    if not isinstance(attempts, int) or attempts < 1:
+        msg = f"{model}: Meta.unique_retry_attempts must be an integer of at least 1, got {attempts!r}"
+        raise UniqueConfigError(msg)
+    if not getattr(meta, "unique_lock_table", None):
+        for role, attribute in (("hash", hash_attribute), ("range", range_attribute)):
+            if attribute is not None and attribute.attr_type != STRING:
+                msg = (
+                    f"{model}: the {role} key {attribute.attr_name!r} must be a string attribute to share "
+                    "its table with lock items (or set Meta.unique_lock_table)"
+                )
+                raise UniqueConfigError(msg)
+    clash = sorted(a.attr_name for a in attributes.values() if a.attr_name in LOCK_ATTRIBUTES)
+    if clash:
+        msg = f"{model}: attribute names {clash} are reserved for lock items"
+        raise UniqueConfigError(msg)
+    # The largest write releases one lock and takes one per lock a record holds, besides the
+    # record: one per constraint, two for a constraint that keeps its former form (a migration).
+    forms = len(constraints) + sum(1 for c in constraints if c.former is not None)
+    if 1 + 2 * forms > MAX_TRANSACTION_ACTIONS:
+        limit = (MAX_TRANSACTION_ACTIONS - 1) // 2
+        former = f" ({forms} locks with their former forms)" if forms > len(constraints) else ""
+        msg = (
+            f"{model}: {len(constraints)} unique constraints{former}; at most {limit} locks per record fit "
+            "one TransactWriteItems"
+        )
+        raise UniqueConfigError(msg)
+    traced = tuple(_traced(cls, c) for c in constraints)
+    ttl = next((name for name, a in attributes.items() if isinstance(a, TTLAttribute)), None)
+    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned, ttl)

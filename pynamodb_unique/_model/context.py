@@ -1,0 +1,608 @@
+"""One object per unique model: its facts read once, and what an instance knows of its record.
+
+The mixin's metaclass builds a :class:`ModelContext` for each concrete model and keeps it as the
+class attribute ``_uniq``; an instance's knowledge of its stored record lives in the instance
+attribute ``_uniq_snapshot``. Those two names are all the library adds to a user's model besides
+PynamoDB's own methods, overridden.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import decimal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pynamodb.attributes import Attribute, NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.constants import NULL, NUMBER, STRING
+from pynamodb.expressions.operand import Path, Value
+from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveAction, SetAction
+
+from .._core.constraint import OWNER_HASH, OWNER_RANGE
+from .._core.keys import LOCK_PREFIX
+from .._core.limits import RETRY_ATTEMPTS
+from .._core.plan import Planner, Stored, fixed_default
+from .._core.seconds import second_bounds
+from ..exceptions import InvalidUniqueValue
+from . import registry as _registry
+from .locks import LockTable, lock_table
+from .registry import maintains_locks, stored_class
+from .seam import blank_instance, built_connection, connection
+
+if TYPE_CHECKING:
+    from pynamodb.connection import TableConnection
+    from pynamodb.models import Model
+
+#: The instance attribute holding what an instance knows of its stored record: (key, Stored).
+#: Set with ``object.__setattr__``: a model's own ``__setattr__`` (one refusing names that are not
+#: its attributes, one marking the record changed) never sees it, and the instance keeps
+#: CPython's compact attribute layout, which writing into ``vars(instance)`` gives up (every
+#: later attribute read of the record then costs several times more).
+SNAPSHOT: Final = "_uniq_snapshot"
+
+#: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
+OwnerKey = tuple[Any, ...]
+
+#: The first string after every string that starts with LOCK_PREFIX ("UNIQ$").
+_PREFIX_END: Final = LOCK_PREFIX[:-1] + chr(ord(LOCK_PREFIX[-1]) + 1)
+
+#: A setting absent from a Meta class's own namespace.
+_UNSET: Final = object()
+
+#: Python types whose values cannot change in place: a snapshot may share them with the instance.
+_IMMUTABLE: Final = frozenset(
+    {str, int, float, bool, bytes, decimal.Decimal, datetime.datetime, datetime.date, datetime.timedelta}
+)
+
+
+def meta_value(meta: Any, name: str, default: Any) -> Any:
+    """``getattr(meta, name, default)`` for a plain setting of a Meta class, without an exception when it is unset.
+
+    Read on every write: on CPython 3.11 a class lookup that misses raises an AttributeError,
+    formatting its message, before ``getattr`` returns the default (about 1,900 instructions,
+    and code no other part of a write runs). The classes Meta inherits from are searched as
+    ``getattr`` does; a value stored as a descriptor (a staticmethod, a property) is returned
+    as stored, and one only a metaclass of Meta provides is not seen: plain values only
+    (settings that may be callables are read with ``getattr``).
+    """
+    classes = getattr(meta, "__mro__", None)
+    if classes is None:  # Not a class: an object standing for Meta.
+        return getattr(meta, name, default)
+    for klass in classes:
+        found = klass.__dict__.get(name, _UNSET)
+        if found is not _UNSET:
+            return found
+    return default
+
+
+def context_of(model: type[Any]) -> ModelContext | None:
+    """The context the mixin's metaclass built for ``model`` (None: not a concrete unique model)."""
+    context = getattr(model, "_uniq", None)
+    return context if isinstance(context, ModelContext) else None
+
+
+class ModelContext:
+    """A unique model's facts, read once from its class, and the operations on its instances.
+
+    Attributes:
+        model: the model class.
+        planner: plans its writes.
+        hash_name: the Python name of its hash key attribute.
+        range_name: the Python name of its range key attribute, or None.
+    """
+
+    def __init__(self, model: type[Model], planner: Planner) -> None:
+        self.model = model
+        self.planner = planner
+        attributes = model.get_attributes()
+        self.attributes = attributes
+        self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
+        self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
+        self.python_names = {a.attr_name: name for name, a in attributes.items()}
+        # A dict, not a frozenset: set lookups are C code no other part of an update runs.
+        self._unique_set = dict.fromkeys(planner.unique_names)
+        # Attributes whose default is made anew on each load (a callable): an item without them
+        # holds no value, whatever the loaded instance shows.
+        self._made_on_load = tuple(
+            (name, attributes[name].attr_name)
+            for name in planner.unique_names
+            if attributes[name].default is not None and fixed_default(attributes[name]) is None
+        )
+        # Attributes whose Python value may not give back the stored text (a JSONAttribute, a date,
+        # a TTLAttribute's fraction of a second, a custom attribute): the compare-and-swap checks
+        # the text as stored.
+        self._verbatim = tuple(
+            (name, attributes[name].attr_name) for name in planner.unique_names if _inexact(attributes[name])
+        )
+        # The expiry a check built from values a scan read compares within its second instead
+        # (Stored.ranged), when its bounds can be stated.
+        self._ranged = planner.ranged
+        # Attributes that change a value as it is set (a TTLAttribute drops fractions of a
+        # second): a stored value is read as a load sets it.
+        self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
+        # Where the unique attributes are stored: what a load keeps of the item (remember_loaded).
+        self._stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
+        # Per unique attribute: its name, where it is stored, and whether it is a plain
+        # UnicodeAttribute, whose stored "S" text is its Python value as a load gives it.
+        self._unique_stored = tuple(
+            (name, attr_name, type(attributes[name]) is UnicodeAttribute)
+            for name, attr_name in zip(planner.unique_names, self._stored_names, strict=True)
+        )
+        # What a load gives each attribute an item lacks (fixed_default), read once.
+        self._fixed_defaults = {name: fixed_default(a) for name, a in attributes.items()}
+        self.hash_attribute = attributes[self.hash_name]
+        self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
+        # The key attributes' stored names and DynamoDB types, read once (attr_name is a property).
+        self._hash_field = (self.hash_attribute.attr_name, self.hash_attribute.attr_type)
+        ranged = self.range_attribute
+        self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
+        self._locks: LockTable | None = None
+        self._locks_registrations = -1
+
+    # Settings, read when used: tests and the CLI change Meta after the class is defined.
+
+    def read_retry_attempts(self) -> int:
+        """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``.
+
+        A write reads it only when a request is to be resent (:func:`~pynamodb_unique._send.send`):
+        reading a Meta setting costs more than the rest of a write's handling of its attempts.
+        """
+        attempts: int = meta_value(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+        return attempts
+
+    @property
+    def table_name(self) -> str:
+        """The table the model's requests name, as its PynamoDB connection does.
+
+        ``Meta.table_name``: PynamoDB builds the connection anew whenever the two differ, so
+        reading Meta gives the same name without looking the connection up.
+        """
+        name: str = self.model.Meta.table_name
+        return name
+
+    def active(self) -> Planner | None:
+        """The planner when the model's writes move locks; None: its writes are PynamoDB's own."""
+        # The metaclass gave the model this planner: its own constraints answer without the registry.
+        return self.planner if self.planner.constraints or maintains_locks(self.model) else None
+
+    def locks(self, table: TableConnection | None = None) -> LockTable:
+        """Where the model's lock items live (cached, renewed with the model's connection).
+
+        Args:
+            table: the model's connection, when at hand (default: as PynamoDB caches it).
+        """
+        cached = self._locks
+        if (
+            cached is None
+            or self._locks_registrations != _registry.registrations
+            or (cached.shared and cached.connection is not (table or built_connection(self.model)))
+        ):
+            # A model registered since may share the lock table, and with it how locks expire. The
+            # count is read before the table is derived: a model registering meanwhile renews it.
+            self._locks_registrations = _registry.registrations
+            cached = self._locks = lock_table(self.model)
+        return cached
+
+    def forget_locks(self) -> None:
+        """Drop the cached lock table (after the model's host or lock table changed)."""
+        self._locks = None
+
+    # An instance's values and keys.
+
+    def values(self, instance: Model) -> dict[str, Any]:
+        """The values of the attributes the constraints read, by Python name (None when unset).
+
+        A value that can change in place (a map, a list, a set, a ``JSONAttribute``'s dict that
+        a partial constraint's condition reads) is copied: a snapshot must not change with the
+        instance. An empty set is None: PynamoDB stores it as no attribute. An attribute without a
+        value holds its fixed default, as the stored item loads.
+        """
+        # None or an empty set is stored as no attribute, which loads as the fixed default.
+        found = self.planner.as_loaded(instance.attribute_values)
+        for name, value in found.items():
+            if value is not None and type(value) not in _IMMUTABLE:
+                found[name] = copy.deepcopy(value)
+        return found
+
+    def key(self, instance: Model) -> tuple[Any, Any]:
+        """The record's key as Python values: what a snapshot is remembered under."""
+        values = instance.attribute_values
+        return values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+
+    def owner(self, instance: Model) -> OwnerKey:
+        """The record's key as lock items store it, serialized (as PynamoDB serializes it for its requests)."""
+        values = instance.attribute_values
+        hash_key = self.hash_attribute.serialize(values.get(self.hash_name))
+        if self.range_attribute is None:
+            return (hash_key,)
+        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
+        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
+
+    def owner_fields(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, dict[str, Any]]:
+        """The owner fields of a lock item, typed as the record's key attributes are.
+
+        Args:
+            instance: the record.
+            owner: its owner key, when already computed (:meth:`owner`).
+        """
+        return self.fields_of(owner if owner is not None else self.owner(instance))
+
+    def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
+        """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
+        fields = {OWNER_HASH: {self._hash_field[1]: owner[0]}}
+        if self._range_field is not None and len(owner) > 1:
+            fields[OWNER_RANGE] = {self._range_field[1]: owner[1]}
+        return fields
+
+    def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
+        """A lock's serialized owner key in the Python types of this model's key attributes."""
+        if owner is None:
+            return None
+        names = [self.hash_name, self.range_name]
+        try:
+            return tuple(
+                self.attributes[name].deserialize(value)
+                for name, value in zip(names, owner, strict=False)
+                if name is not None
+            )
+        except (TypeError, ValueError):
+            # Another model's record owns the lock and its key types differ: its key as stored.
+            return tuple(owner)
+
+    def read_record(self, item: Mapping[str, Any]) -> tuple[OwnerKey, dict[str, Any]]:
+        """A stored record's owner key and unique values, read from its item without building an instance.
+
+        What ``from_raw_data`` and :meth:`values` would give, for the audit's scans: each unique
+        attribute deserialized as PynamoDB's ``deserialize`` does, the key as stored.
+        """
+        values = self._unique_values(item)
+        hash_raw = item[self.attributes[self.hash_name].attr_name]
+        owner: OwnerKey = (next(iter(hash_raw.values())),)
+        if self.range_name is not None:
+            owner = (*owner, next(iter(item[self.attributes[self.range_name].attr_name].values())))
+        return owner, values
+
+    def key_item(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, Any]:
+        """The record's key as DynamoDB JSON: the item an update creates before its actions apply.
+
+        Args:
+            instance: the record.
+            owner: its owner key, when already computed (:meth:`owner`).
+        """
+        return self.key_of(owner if owner is not None else self.owner(instance))
+
+    def key_of(self, owner: OwnerKey) -> dict[str, Any]:
+        """One of this model's record keys (as lock items store it) as DynamoDB JSON."""
+        name, kind = self._hash_field
+        item = {name: {kind: owner[0]}}
+        # A range key of None is left out, as PynamoDB's builders leave it (DynamoDB refuses the key).
+        if self._range_field is not None and len(owner) > 1:
+            name, kind = self._range_field
+            item[name] = {kind: owner[1]}
+        return item
+
+    def lock_keys(self, instance: Model) -> dict[str, str | None]:
+        """The lock key each constraint calls for with the instance's values (None: no lock)."""
+        return self.planner.keys(self.values(instance))
+
+    def check_key(self, instance: Model) -> None:
+        """Refuse a record hash key that could be taken for a lock key (:meth:`checked_owner`).
+
+        Raises:
+            InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
+        """
+        self.checked_owner(instance)
+
+    def checked_owner(self, instance: Model) -> OwnerKey:
+        """The record's owner key (:meth:`owner`), its hash key refused when it could be taken for a lock key.
+
+        Every write checks, and keys its request with the owner key: serialized once for both.
+
+        Raises:
+            InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
+        """
+        values = instance.attribute_values
+        raw = values.get(self.hash_name)
+        hash_key = self.hash_attribute.serialize(raw)
+        # Not str.startswith: every write checks, and startswith parses its arguments with code no
+        # other part of a write runs (cache misses from a cold cache). A string starts with the
+        # prefix exactly when it sorts from the prefix up to, not including, the prefix with its
+        # last character the next one. With locks in a table of their own (``unique_lock_table``),
+        # any hash key is the record's.
+        if (
+            raw is not None
+            and isinstance(hash_key, str)
+            and LOCK_PREFIX <= hash_key < _PREFIX_END
+            and not getattr(self.model.Meta, "unique_lock_table", None)
+        ):
+            msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
+            raise InvalidUniqueValue(msg)
+        # The rest as owner() (inlined: every write comes here).
+        if self.range_attribute is None:
+            return (hash_key,)
+        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
+        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
+
+    # What is stored.
+
+    def stored_from_item(self, item: Mapping[str, Any] | None) -> Stored:
+        """What a stored item holds, read by its own class (polymorphic models: maybe another one)."""
+        if not item:
+            return Stored(exists=False)
+        stored_cls = stored_class(self.model, item)
+        loaded = stored_cls.from_raw_data(dict(item))
+        context = context_of(stored_cls)
+        if context is None:
+            return Stored(exists=True)
+        stored = context.loaded(loaded, item)
+        if stored_cls is not self.model:
+            stored.source = context.planner
+        return stored
+
+    def item_view(self, item: Mapping[str, Any]) -> Stored:
+        """What a stored item of this model holds, read without building an instance (the audit's reading)."""
+        verbatim = self._verbatim_of(item) if self._verbatim else None
+        return Stored(exists=True, values=self._unique_values(item), verbatim=verbatim)
+
+    def _verbatim_of(self, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The stored text of the attributes checked verbatim (:attr:`Stored.verbatim`), or None."""
+        if not self._verbatim:
+            return None
+        found = {name: raw for name, attr_name in self._verbatim if (raw := item.get(attr_name)) and NULL not in raw}
+        return found or None
+
+    def stored_texts(self, owner: OwnerKey, values: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+        """The stored text of the attributes checked verbatim, read now, for a check built from ``values`` read earlier.
+
+        A text is taken only where the stored value is still the one in ``values``, so a check
+        built from them still fails for a record changed since. None, with no request, when the
+        model has no such attribute, or only an expiry whose second the check can bound
+        (:attr:`Stored.verbatim`, :attr:`Stored.ranged`): build that check with ``ranged=True``.
+        """
+        wanted = [(name, attr_name) for name, attr_name in self._verbatim if not self._bounded(name, values.get(name))]
+        if not wanted:
+            return None
+        item = self.read_item(owner)
+        if not item:
+            return None
+        texts = {
+            name: raw
+            for name, attr_name in wanted
+            if (raw := item.get(attr_name)) and NULL not in raw and self._still(name, raw, values.get(name))
+        }
+        return texts or None
+
+    def _bounded(self, name: str, value: Any) -> bool:
+        """Whether a check built from a scan's ``value`` compares attribute ``name`` without its text."""
+        return name in self._ranged and (value is None or second_bounds(value) is not None)
+
+    def _still(self, name: str, raw: dict[str, Any], value: Any) -> bool:
+        """Whether a stored text still holds ``value`` (False when it no longer reads as a value)."""
+        try:
+            return bool(self._python_value(name, raw) == value)
+        except Exception:  # noqa: BLE001 - another writer's text this attribute cannot read: changed.
+            return False
+
+    def read_stored(self, instance: Model) -> dict[str, Any] | None:
+        """The stored item under the instance's key, read consistently (None: no record)."""
+        return self.read_item(self.owner(instance))
+
+    def read_item(self, owner: OwnerKey) -> dict[str, Any] | None:
+        """The stored item under a record key (as lock items store it), read consistently (None: no record)."""
+        range_key = owner[1] if len(owner) > 1 else None
+        data = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True)
+        item: dict[str, Any] | None = data.get("Item")
+        return item
+
+    # The instance's snapshot of its stored record.
+
+    def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
+        """Remember what is stored under the instance's key (after a read or a write)."""
+        if key is None:  # self.key(instance), inlined: every write ends here.
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        object.__setattr__(instance, SNAPSHOT, (key, stored))
+
+    def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
+
+        Read from the instance, so exactly as PynamoDB loaded it (fixed defaults applied, maps
+        as ``MapAttribute``); an attribute whose default is made on each load (a callable) and
+        that the item lacks (or holds as NULL) has no value.
+        """
+        values = self.values(instance)
+        for name, attr_name in self._made_on_load:
+            raw = item.get(attr_name)
+            if not raw or NULL in raw:
+                values[name] = None
+        return values
+
+    def loaded(self, instance: Model, item: Mapping[str, Any]) -> Stored:
+        """What is stored, for an instance just loaded from ``item``."""
+        return Stored(exists=True, values=self.loaded_values(instance, item), verbatim=self._verbatim_of(item))
+
+    def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
+        """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
+
+        Only when the model's writes move locks. The unique attributes' stored values are kept (a
+        copy: the caller may change the item, ``update()``'s response for one) and read when a
+        write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
+        whatever the instance holds since. A record loaded and never written costs no reading.
+        """
+        # Run for every item a get, query or scan loads: self.active() and self.key() inlined.
+        if self.planner.constraints or maintains_locks(self.model):
+            kept = {}
+            for name in self._stored_names:
+                raw = item.get(name)
+                if raw is not None:
+                    # A value that cannot change in place (a string or a number, most often) is
+                    # copied flat; any other (a map, list or set) deeply.
+                    flat = len(raw) == 1 and ("S" in raw or "N" in raw or raw.keys() <= _SCALAR_KINDS)
+                    kept[name] = raw.copy() if flat else copy.deepcopy(raw)
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+            # A dict, not yet a Stored: known() reads it when first asked.
+            object.__setattr__(instance, SNAPSHOT, (key, kept))
+
+    def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
+        """What is stored, if the instance knows it (it was loaded or written under the same key)."""
+        snapshot: tuple[tuple[Any, ...], Stored | dict[str, Any]] | None = getattr(instance, SNAPSHOT, None)
+        if snapshot is None:
+            return None
+        remembered, stored = snapshot
+        if key is None:  # self.key(instance), inlined: every write of a loaded record asks.
+            values = instance.attribute_values
+            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        if remembered != key:
+            return None
+        if isinstance(stored, dict):  # A loaded item, not read yet: read as item_view() reads it.
+            verbatim = self._verbatim_of(stored) if self._verbatim else None
+            stored = Stored(exists=True, values=self._unique_values(stored), verbatim=verbatim)
+            object.__setattr__(instance, SNAPSHOT, (remembered, stored))
+        return stored
+
+    def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
+        values = {}
+        defaults = self._fixed_defaults
+        for name, attr_name, plain in self._unique_stored:
+            serialized = item.get(attr_name)
+            if serialized is None:  # Absent: its fixed default, as a load gives it.
+                values[name] = defaults[name]
+                continue
+            text = serialized.get(STRING) if plain else None
+            values[name] = text if type(text) is str else self._python_value(name, serialized)
+        return values
+
+    # Update actions.
+
+    def update_changes(self, actions: Sequence[Action]) -> dict[str, Any]:
+        """New values of the unique attributes the actions touch; refuse what cannot be known.
+
+        Raises:
+            InvalidUniqueValue: an action other than ``.set(literal)`` or ``.remove()`` touches a
+                unique attribute.
+            ValueError: an item is no update action (PynamoDB's error, before any request).
+        """
+        unique = self._unique_set
+        changes: dict[str, Any] = {}
+        for action in actions:
+            if not isinstance(action, _ACTIONS):
+                msg = f"unsupported action type: '{action.__class__.__name__}'"  # PynamoDB's words.
+                raise ValueError(msg)  # noqa: TRY004 - PynamoDB's exception type, for its handlers.
+            path = action.values[0]
+            if not isinstance(path, Path):
+                continue
+            # Path.path's first segment, read without its property (a function run by every update).
+            first = path.values[0][0]
+            name = self.python_names.get(first, first)
+            if name not in unique:
+                continue
+            literal = _literal(action)
+            if literal is None:
+                what = "the expiry" if name == self.planner.ttl else "the unique attribute"
+                msg = f"update() may only .set(<literal>) or .remove() {what} {name!r}, got {action}"
+                raise InvalidUniqueValue(msg)
+            changes[name] = self._python_value(name, literal[1])
+        return changes
+
+    def apply_literals(self, instance: Model, actions: Sequence[Action]) -> None:
+        """Apply the top-level literal set/remove actions to the instance (others need a read)."""
+        for action in actions:
+            literal = _literal(action)
+            name = self.python_names.get(literal[0], literal[0]) if literal is not None else None
+            if literal is not None and name in self.attributes:
+                setattr(instance, name, self._python_value(name, literal[1]))
+
+    def _python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
+        """The value a load gives attribute ``name`` stored as ``serialized`` (None: absent or removed).
+
+        An attribute absent or NULL has its fixed default (None without one); a value is set as
+        a load sets it.
+        """
+        if not serialized or NULL in serialized:
+            return self._fixed_defaults[name]
+        attribute = self.attributes[name]
+        value = attribute.deserialize(attribute.get_value(serialized))
+        if type(value) in _IMMUTABLE and name not in self._set_hooks:
+            return value
+        # As a load sets it (a raw MapAttribute's dict becomes a MapAttribute, for instance).
+        blank = blank_instance(self.model)
+        setattr(blank, name, value)
+        return blank.attribute_values.get(name)
+
+
+def _changes_on_set(attribute: Attribute[Any]) -> bool:
+    """Whether an attribute's class overrides ``__set__`` (it may change a value as it is set)."""
+    return type(attribute).__set__ is not Attribute.__set__
+
+
+def _inexact(attribute: Attribute[Any]) -> bool:
+    """Whether an attribute's value may not give back its stored text.
+
+    A string or number attribute other than PynamoDB's plain ones (JSON, dates, TTLs, custom
+    attributes), or one whose ``__set__`` changes a value as it is set (a load then shows
+    another value than the one stored).
+    """
+    if attribute.attr_type not in (STRING, NUMBER):
+        return False
+    if _changes_on_set(attribute):
+        return True
+    if attribute.attr_type == STRING:
+        return not isinstance(attribute, UnicodeAttribute)
+    return not isinstance(attribute, NumberAttribute)
+
+
+#: The update actions PynamoDB's ``Update`` accepts.
+_ACTIONS: Final = (SetAction, RemoveAction, AddAction, DeleteAction)
+
+#: The kinds of DynamoDB JSON values that cannot change in place.
+_SCALAR_KINDS: Final = frozenset({"S", "N", "B", "BOOL", "NULL"})
+
+
+def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:
+    """(attribute name, serialized value; None for a removal) of a top-level literal action; else None."""
+    path = action.values[0]
+    if not isinstance(path, Path) or len(path.path) != 1:
+        return None
+    if isinstance(action, RemoveAction):
+        return path.path[0], None
+    if isinstance(action, SetAction) and isinstance(action.values[1], Value):
+        value: dict[str, Any] = action.values[1].value
+        return path.path[0], value
+    return None
+
+
+def updated_image(
+    context: ModelContext, instance: Model, item: Mapping[str, Any], actions: Sequence[Action]
+) -> dict[str, Any] | None:
+    """A stored item after literal update actions and the version bump: what ALL_NEW returns.
+
+    Args:
+        context: the model's context.
+        instance: the record updated, its local version already bumped.
+        item: the item as stored before the update (DynamoDB JSON).
+        actions: the update's actions.
+
+    Returns:
+        The item after the update, or None when an action is not a top-level literal.
+    """
+    image = dict(item)
+    for action in actions:
+        literal = _literal(action)
+        if literal is None:
+            return None
+        name, value = literal
+        if value is None:
+            image.pop(name, None)
+        else:
+            image[name] = value
+    for name, attribute in context.attributes.items():
+        if isinstance(attribute, VersionAttribute):
+            version = getattr(instance, name)
+            if version is None:
+                image.pop(attribute.attr_name, None)
+            else:
+                image[attribute.attr_name] = {NUMBER: attribute.serialize(version)}  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+    return image

@@ -1,0 +1,231 @@
+"""The registry of unique models: which models keep locks in which table, and their namespaces.
+
+A constraint's name is a namespace of the table that holds its locks. Two models may share a
+name only when it is one constraint inherited from a common base, or when both name it
+explicitly (``name=``) with compatible shapes. A name both derived from an attribute name is a
+clash, refused when the second class is defined.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pynamodb.attributes import DiscriminatorAttribute
+
+from ..exceptions import UniqueConfigError
+
+if TYPE_CHECKING:
+    from pynamodb.models import Model
+
+    from .._core.constraint import Constraint
+    from .._core.plan import Planner
+
+_M = TypeVar("_M", bound="Model")
+
+#: A table, by name: what Meta says now (tables and hosts set after class definition count);
+#: None for a model whose Meta names no table yet.
+TableId = str | None
+
+_mutex = threading.Lock()
+# (module, qualified name, table at definition) -> model. A class defined again under the same
+# module and qualified name for the same table (a reload, a test) replaces its earlier registration.
+# Held weakly: a model class nothing else uses any more (a test's, a reloaded module's) goes, and
+# with it its connection and botocore client.
+_models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
+# Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
+_cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
+#: How many times a model has registered: what was derived from the registry (a model's lock
+#: table, which it may share with models registered since) is stale once it changes. A module
+#: attribute, read without a call on every write.
+registrations = 0
+
+
+def table_id(model: type[Model], table_name: str | None = None) -> TableId:
+    """The identity of ``model``'s table (or of ``table_name``, in the same account and region)."""
+    name = table_name or getattr(getattr(model, "Meta", None), "table_name", None)
+    return str(name) if name else None
+
+
+def lock_table_id(model: type[Model]) -> TableId:
+    """The identity of the table that holds ``model``'s locks."""
+    return table_id(model, getattr(getattr(model, "Meta", None), "unique_lock_table", None))
+
+
+def _registered() -> list[type[Model]]:
+    with _mutex:
+        return [model for _, model in _live()]
+
+
+def _live() -> list[tuple[tuple[str, str, TableId], type[Model]]]:
+    """The registered models still alive, by registration key (the mutex held); forget the others."""
+    alive = []
+    for key, ref in list(_models.items()):
+        model = ref()
+        if model is None:
+            del _models[key]
+        else:
+            alive.append((key, model))
+    return alive
+
+
+def _cached(question: str, model: type[Model], answer: Any) -> bool:
+    """A registry answer about ``model``, kept until a model registers or its Meta's tables change."""
+    key = (question, id(model))
+    tables = (table_id(model), lock_table_id(model))
+    found = _cache.get(key)
+    if found is not None and found[:2] == tables:
+        return found[2]
+    value = bool(answer())
+    _cache[key] = (*tables, value)
+    return value
+
+
+def planner_of(model: type[Model]) -> Planner | None:
+    """The planner the mixin's metaclass gave ``model`` (None: an abstract or non-unique model)."""
+    planner: Planner | None = getattr(model, "_uniq_planner", None)
+    return planner
+
+
+def constraints_of(model: type[Model]) -> tuple[Constraint, ...]:
+    """The constraints a model declares or inherits (empty for models without any)."""
+    planner = planner_of(model)
+    return planner.constraints if planner is not None else ()
+
+
+def namespaces_of(model: type[Model]) -> tuple[Constraint, ...]:
+    """Every form whose locks a model's writes keep: its constraints, then their former forms (a migration)."""
+    constraints = constraints_of(model)
+    return (*constraints, *(c.former for c in constraints if c.former is not None))
+
+
+def _related(a: type[Model], b: type[Model]) -> bool:
+    return issubclass(a, b) or issubclass(b, a)
+
+
+def _check(model: type[Model], other: type[Model], mine: Constraint, theirs: Constraint) -> None:
+    """Refuse two constraints sharing a namespace unless they are one, or both name it explicitly."""
+    if mine.origin is theirs.origin or _related(model, other):
+        return
+    where = f"{model.__name__} and {other.__name__} ({other.__module__}) both keep locks named {mine.name!r}"
+    if table_id(model) != table_id(other):
+        # A lock names its owner by record key, and keys are unique within one table only.
+        msg = (
+            f"{where} in one lock table, but their records live in different tables "
+            f"({table_id(model)!r}, {table_id(other)!r}); a namespace can be shared only by models of one table"
+        )
+        raise UniqueConfigError(msg)
+    if not (mine.explicit and theirs.explicit):
+        msg = (
+            f"{where} in one table, derived from attribute names; give each its own name= (or the same "
+            "explicit name= on both to share one namespace)"
+        )
+        raise UniqueConfigError(msg)
+    if len(mine.attributes) != len(theirs.attributes) or mine.hashed != theirs.hashed:
+        msg = (
+            f"{where}: a shared namespace needs the same number of parts ({len(mine.attributes)} vs "
+            f"{len(theirs.attributes)}) and the same hashed flag ({mine.hashed} vs {theirs.hashed})"
+        )
+        raise UniqueConfigError(msg)
+
+
+def register(model: type[Model]) -> None:
+    """Record a concrete unique model, after checking its namespaces against its neighbours'.
+
+    Raises:
+        UniqueConfigError: a constraint name clashes with another model's in the same lock table.
+    """
+    ident = (model.__module__, model.__qualname__, table_id(model))
+    locks = lock_table_id(model)
+    mine = namespaces_of(model)
+    global registrations  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
+    with _mutex:
+        _cache.clear()
+        registrations += 1
+        for key, other in _live():
+            if key == ident or locks is None or lock_table_id(other) != locks:
+                continue
+            theirs = {c.name: c for c in namespaces_of(other)}
+            for constraint in mine:
+                if constraint.name in theirs:
+                    _check(model, other, constraint, theirs[constraint.name])
+        _models[ident] = weakref.ref(model)
+
+
+def lock_sharers(model: type[Model]) -> list[type[Model]]:
+    """The registered models keeping locks in ``model``'s lock table, ``model`` first.
+
+    Their locks may share namespaces (a polymorphic family, an explicit ``name=``), so how a lock
+    expires is settled across all of them.
+    """
+    locks = lock_table_id(model)
+    others = [m for m in _registered() if m is not model and constraints_of(m) and lock_table_id(m) == locks]
+    return [model, *others] if locks is not None else [model]
+
+
+def table_neighbours(model: type[Model]) -> list[type[Model]]:
+    """The registered models whose records live in ``model``'s table, ``model`` included."""
+    table = table_id(model)
+    return [m for m in _registered() if table is not None and table_id(m) == table]
+
+
+def holds_locks(model: type[Model]) -> bool:
+    """Whether lock items live among ``model``'s records: some registered model keeps its locks there."""
+    table = table_id(model)
+    return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in _registered()))
+
+
+def family(model: type[Model]) -> list[type[Model]]:
+    """The registered models sharing ``model``'s discriminator attribute (polymorphism), or just ``model``."""
+    attribute = discriminator(model)
+    if attribute is None:
+        return [model]
+    return [m for m in table_neighbours(model) if discriminator(m) is attribute]
+
+
+def discriminator(model: type[Model]) -> Any:
+    """``model``'s DiscriminatorAttribute, or None."""
+    return next((a for a in model.get_attributes().values() if isinstance(a, DiscriminatorAttribute)), None)
+
+
+def maintains_locks(model: type[Model]) -> bool:
+    """Whether ``model``'s writes must move locks: it has constraints, or a polymorphic relative has.
+
+    A model of a family in which some subclass keeps locks may find that subclass's item stored
+    under its key, and must release those locks when it replaces it.
+    """
+    if constraints_of(model):
+        return True
+    if discriminator(model) is None:
+        return False
+    return _cached("maintains", model, lambda: any(constraints_of(m) for m in family(model)))
+
+
+def stored_class(model: type[_M], item: Mapping[str, Any]) -> type[_M]:
+    """The class a stored item belongs to: another class of ``model``'s polymorphic family, or ``model``.
+
+    Raises:
+        ValueError: the item's discriminator value is unknown.
+    """
+    attribute = discriminator(model)
+    if attribute is None:
+        return model
+    value = item.get(attribute.attr_name)
+    if not value:
+        return model
+    found: type[_M] = attribute.deserialize(next(iter(value.values())))
+    return found
+
+
+def declaring(model: type[Model], names: set[str]) -> list[type[Model]]:
+    """The registered models keeping locks in ``model``'s lock table under any of ``names`` (former forms too)."""
+    locks = lock_table_id(model)
+    return [m for m in _registered() if lock_table_id(m) == locks and any(c.name in names for c in namespaces_of(m))]
+
+
+def item_filter(model: type[Model]) -> Any:
+    """``Meta.unique_item_filter(model)``: the condition its records meet in a shared table, or None."""
+    make = getattr(model.Meta, "unique_item_filter", None)
+    return None if make is None else make(model)

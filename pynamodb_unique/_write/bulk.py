@@ -1,0 +1,500 @@
+"""``bulk_save``: many new records with their locks, packed into concurrent TransactWriteItems.
+
+BatchWriteItem carries no conditions, so it cannot keep locks in step (``batch_write()`` is
+refused). A bulk import instead packs whole records (the record's Put and its lock Puts, never
+split) into transactions of at most 100 actions, each under a ClientRequestToken derived from its
+content: re-running the same import after a crash replays the chunks already committed instead of
+writing them twice. A cancelled chunk is read through the engine's ``interpret``; the records it
+settles (a taken value, an existing record) leave, the rest are packed again and re-sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from pynamodb.attributes import VersionAttribute
+from pynamodb.connection import Connection
+from pynamodb.constants import ALL_OLD
+from pynamodb.models import Model
+
+from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
+from .._core.outcome import WriteFailed
+from .._core.plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
+from .._model.context import ModelContext, OwnerKey, context_of
+from .._model.seam import connection as model_connection
+from .._model.seam import serialized_key
+from ..exceptions import InvalidUniqueValue, Violation
+from . import telemetry as _telemetry
+from .engine import Finding, Intent, after_success, interpret, plan_once, violation
+from .requests import build_request
+from .send import request_clock, send_transaction
+
+_M = TypeVar("_M", bound=Model)
+
+#: DynamoDB's limit on the aggregate size of one TransactWriteItems is 4 MB; a chunk's request
+#: JSON (larger than the items it carries) is kept under this many bytes.
+MAX_TRANSACTION_BYTES: Final = 4_000_000
+#: Folded into every chunk's token, so a bulk chunk never shares a token with another operation.
+TOKEN_BASE: Final = "pynamodb-unique-bulk"  # noqa: S105 - a request token prefix, not a password.
+
+
+@dataclass(frozen=True)
+class BulkResult(Generic[_M]):
+    """What :func:`bulk_save` did with each instance: every one is in exactly one place.
+
+    Attributes:
+        saved: instances written with their locks (or found already written exactly so, as by an
+            earlier run of the same import), in input order.
+        violations: one :class:`Violation` per constraint an unsaved instance could not take
+            (``.instance`` is the instance, ``.owner`` the holder's key), in input order.
+        existing: instances whose key already held another record, left untouched, in input order.
+    """
+
+    saved: tuple[_M, ...] = ()
+    violations: tuple[Violation, ...] = ()
+    existing: tuple[_M, ...] = ()
+
+
+@dataclass
+class _Record:
+    """One input instance: its transaction Puts (the record's first) and what each one is."""
+
+    index: int
+    instance: Model
+    context: ModelContext | None
+    owner: OwnerKey
+    actions: list[PlanAction]
+    items: list[dict[str, Any]]
+    plan: Plan | None = None
+    desired: dict[str, Any] = field(default_factory=dict)
+    #: Set when the record was found stored exactly as it would be written: its next send checks
+    #: it still holds its unique values (this ConditionCheck) instead of putting it, and puts its locks.
+    check: dict[str, Any] | None = None
+    #: Its next send's items as canonical JSON: the chunk's size and token are computed from it.
+    body: str = ""
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute :attr:`body` after the record's next send changed."""
+        checks, puts = self.sent()
+        sent = [*(("check", item) for _, item in checks), *(("put", item) for _, item in puts)]
+        self.body = json.dumps(sent, sort_keys=True, default=repr)
+
+    def sent(self) -> tuple[list[tuple[PlanAction, dict[str, Any]]], list[tuple[PlanAction, dict[str, Any]]]]:
+        """(ConditionChecks, Puts) of this record's next send, each with the action it stands for."""
+        pairs = list(zip(self.actions, self.items, strict=True))
+        if self.check is None:
+            return [], pairs
+        return [(self.actions[0], self.check)], pairs[1:]
+
+    @property
+    def size(self) -> int:
+        """Actions of its next send (at most 1 + 49 locks: a model has at most 49 constraints)."""
+        return len(self.items)
+
+
+#: One item of a chunk: its record, the action it stands for, the request item.
+_Sent = tuple[_Record, PlanAction, dict[str, Any]]
+
+
+@dataclass
+class _Chunk:
+    """One TransactWriteItems of whole records."""
+
+    records: list[_Record]
+    #: Folded into the token with the records: the caller's ``run_id``, or none.
+    run_id: str = ""
+
+    def sent(self) -> tuple[list[_Sent], list[_Sent]]:
+        """Its ConditionChecks and its Puts, each with its record and the action it stands for.
+
+        PynamoDB sends every ConditionCheck, then every Put: ``CancellationReasons`` follow the two
+        lists one after the other.
+        """
+        records = [(r, r.sent()) for r in self.records]
+        checks = [(r, action, item) for r, (sent, _) in records for action, item in sent]
+        return checks, [(r, action, item) for r, (_, sent) in records for action, item in sent]
+
+    @property
+    def token(self) -> str:
+        """The ClientRequestToken: a digest of the records as sent (36 characters, DynamoDB's limit).
+
+        The request is a function of its records' items in order, so the same records give the
+        same token, and any other request another one.
+        """
+        digest = hashlib.sha256("\x1e".join([TOKEN_BASE, self.run_id, *(r.body for r in self.records)]).encode())
+        return digest.hexdigest()[:MAX_TOKEN_LENGTH]
+
+
+_SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
+#: The attribute types that are sets or may hold one.
+_NESTED: Final = _SET_TYPES | {"M", "L"}
+
+
+def _canonical(value: Any) -> Any:
+    """DynamoDB JSON with the members of every set sorted.
+
+    PynamoDB serializes a set in iteration order, which changes with string hashing from one
+    process to the next: sorted, the same record gives the same request, and the same token,
+    when the import runs again.
+    """
+    if isinstance(value, dict):
+        if all(isinstance(v, dict) and v.keys().isdisjoint(_NESTED) for v in value.values()):
+            return value  # An item of scalar attributes (the usual record): nothing to sort.
+        return {
+            k: sorted(v, key=repr) if k in _SET_TYPES and isinstance(v, list) else _canonical(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _hash_attribute(model: type[Model]) -> Any:
+    return next(a for a in model.get_attributes().values() if a.is_hash_key)
+
+
+def _version(instance: Model) -> Any:
+    """The instance's version, when its model has a VersionAttribute (None: none, or unset)."""
+    for name, attribute in instance.get_attributes().items():
+        if isinstance(attribute, VersionAttribute):
+            return getattr(instance, name)
+    return None
+
+
+def _record(index: int, instance: object) -> _Record:
+    """Plan one create as ``save()`` of a new record would, refusing bad input before any request.
+
+    Raises:
+        InvalidUniqueValue: a value cannot be keyed, the hash key is reserved, or the instance
+            holds a version (a record already saved: ``save()`` it instead).
+        TypeError: ``instance`` is not a PynamoDB model instance.
+    """
+    if not isinstance(instance, Model):
+        msg = f"bulk_save() takes PynamoDB model instances, got {type(instance).__name__}"
+        raise TypeError(msg)
+    model = type(instance)
+    context = context_of(model)
+    if context is not None and context.active() is None:
+        context = None
+    version = _version(instance)
+    if version is not None:
+        who = f"{model.__name__} {serialized_key(instance)}"
+        msg = f"bulk_save() creates records: {who} has version {version} (a saved record): save() it instead"
+        raise InvalidUniqueValue(msg)
+    if context is None:
+        # PynamoDB's own Put (the version condition included), refused when the key is taken.
+        item = instance.get_save_kwargs_from_instance(
+            condition=_hash_attribute(model).does_not_exist(), return_values_on_condition_failure=ALL_OLD
+        )
+        item["Item"] = _canonical(item["Item"])
+        hash_key, range_key = serialized_key(instance)
+        owner = (hash_key,) if range_key is None else (hash_key, range_key)
+        return _Record(index, instance, None, owner, [RecordWrite("put", None)], [item])
+    context.check_key(instance)
+    desired = context.values(instance)
+    plan, desired = plan_once(context, "put", Stored(exists=False), desired)
+    locks = context.locks()
+    now = None
+    if locks.expiring:
+        # Its lock Puts carry the time (expired locks are free): the same record (its key and the
+        # values its locks depend on) keeps the time of its first request in this process, so its
+        # chunk's request, and token, stay the same.
+        record = json.dumps([context.owner(instance), sorted(desired.items())], default=repr)
+        pin = hashlib.sha256(f"{TOKEN_BASE}\x1e{record}".encode()).hexdigest()[:MAX_TOKEN_LENGTH]
+        now = request_clock(pin)
+    request = build_request(context, instance, plan, None, None, add_version_condition=True, locks=locks, now=now)
+    actions = plan.sent()
+    items = request.arguments()
+    items[0] = {**items[0], "Item": _canonical(items[0]["Item"])}
+    return _Record(index, instance, context, context.owner(instance), actions, items, plan, desired)
+
+
+def _check(record: _Record) -> dict[str, Any]:
+    """A ConditionCheck that the stored record holds the unique values its locks are for."""
+    assert record.context is not None  # noqa: S101 - only records with locks are confirmed.
+    condition = record.context.planner.cas(Stored(exists=True, values=record.desired))
+    key = record.context.key(record.instance)
+    return type(record.instance).get_operation_kwargs_from_class(*key, condition=condition)
+
+
+def _lock_table(record: _Record) -> str:
+    assert record.context is not None  # noqa: S101 - only records with locks.
+    return record.context.locks().table_name
+
+
+def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list[Violation]]]:
+    """Plan every record; the first to claim a value keeps it, later ones are violations now.
+
+    Raises:
+        InvalidUniqueValue: bad input (see :func:`_record`), two instances with one key, or models
+            on different endpoints (one transaction spans one region and account).
+    """
+    records: list[_Record] = []
+    losers: dict[int, list[Violation]] = {}
+    keys: set[tuple[str, OwnerKey]] = set()
+    claimed: dict[tuple[str, str], dict[str, Any]] = {}
+    where = {(m.Meta.region, m.Meta.host) for m in {type(i) for i in instances if isinstance(i, Model)}}
+    if len(where) > 1:
+        msg = f"bulk_save() sends one transaction per chunk: every model must share region and host, got {where}"
+        raise InvalidUniqueValue(msg)
+    for index, instance in enumerate(instances):
+        record = _record(index, instance)
+        key = (type(record.instance).Meta.table_name, record.owner)
+        if key in keys:
+            msg = f"bulk_save() got two instances with the key {record.owner} in {key[0]}"
+            raise InvalidUniqueValue(msg)
+        keys.add(key)
+        puts = [(a, item) for a, item in zip(record.actions, record.items, strict=True) if isinstance(a, LockPut)]
+        table = _lock_table(record) if puts else ""
+        taken = [(a, claimed[table, a.key]) for a, _ in puts if (table, a.key) in claimed]
+        if taken:
+            assert record.context is not None  # noqa: S101 - only records with locks take values.
+            # What save() would report once the first record holds the value: its lock as the owner,
+            # each constraint once (during a migration a value may be taken under both forms).
+            first = {id(action.constraint): (action, lock) for action, lock in reversed(taken)}
+            found = [Finding("taken", action, lock) for action, lock in reversed(first.values())]
+            losers[index] = [violation(record.context, record.instance, f) for f in found]
+            continue
+        for action, item in puts:
+            claimed[table, action.key] = item["Item"]
+        records.append(record)
+    return records, losers
+
+
+def _pack(records: Iterable[_Record], run_id: str) -> list[_Chunk]:
+    """Whole records, in order, into chunks of at most 100 actions and under 4 MB."""
+    chunks: list[_Chunk] = []
+    actions = size = 0
+    for record in records:
+        body = len(record.body)  # JSON escapes what is not ASCII: characters are bytes, at least.
+        if not chunks or actions + record.size > MAX_TRANSACTION_ACTIONS or size + body > MAX_TRANSACTION_BYTES:
+            chunks.append(_Chunk([], run_id))
+            actions = size = 0
+        chunks[-1].records.append(record)
+        actions += record.size
+        size += body
+    return chunks
+
+
+def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
+    """Send one chunk, retrying conflicts and throttling with the same token, as ``send`` does.
+
+    Raises:
+        WriteFailed: a condition failed; the reasons follow the chunk's checks, then its Puts.
+        IdempotencyMismatch: the token was used for a different request.
+        TransientError: conflicts or throttling outlasted ``attempts``.
+    """
+    checks, puts = ([item for _, _, item in group] for group in chunk.sent())
+    what = ",".join(sorted({type(r.instance).__name__ for r in chunk.records}))
+    watched = _telemetry.watch("bulk_save", what)
+    if watched is None:
+        send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
+        return
+    with watched:
+        watched.sending("TransactWriteItems", len(checks) + len(puts), 1)
+        try:
+            response = send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
+        except WriteFailed as cancelled:
+            # Its records are settled after the span ends: the span names what they violated now.
+            found = _findings(chunk, cancelled)
+            taken = [f.action for fs in found.values() for f in fs if f.kind == "taken"]
+            watched.violated = [a.constraint.name for a in taken if isinstance(a, LockPut)]
+            raise
+        watched.consumed(response)
+
+
+def _findings(chunk: _Chunk, cancelled: WriteFailed) -> dict[int, list[Finding]]:
+    """A cancelled chunk's findings, by the ``id`` of the record each belongs to."""
+    checks, puts = chunk.sent()
+    sent = checks + puts
+    ours = {id(r): frozenset({r.owner}) for r in chunk.records}
+    findings = interpret([(action, ours[id(r)]) for r, action, _ in sent], cancelled.reasons)
+    owners = {id(action): r for r, action, _ in sent}
+    found: dict[int, list[Finding]] = {}
+    for finding in findings:
+        found.setdefault(id(owners[id(finding.action)]), []).append(finding)
+    return found
+
+
+@dataclass
+class _Outcomes:
+    """Where each settled instance went, by input index."""
+
+    saved: dict[int, _Record] = field(default_factory=dict)
+    violations: dict[int, list[Violation]] = field(default_factory=dict)
+    existing: dict[int, Model] = field(default_factory=dict)
+
+    def finish(self, chunk: _Chunk, sent: Future[None]) -> list[_Record]:
+        """Read a chunk's send: its records are saved, or settled by its cancellation; return those to resend.
+
+        Raises:
+            Exception: the send's error, other than a failed condition of the chunk's own records.
+        """
+        try:
+            sent.result()
+        except WriteFailed as cancelled:
+            return self.settle(chunk, cancelled)
+        self.saved.update((r.index, r) for r in chunk.records)
+        return []
+
+    def settle(self, chunk: _Chunk, cancelled: WriteFailed) -> list[_Record]:
+        """Read a cancelled chunk: settle the records it refused; return those to send again.
+
+        Raises:
+            TransactWriteError: the chunk failed, and no record of it is why.
+        """
+        found = _findings(chunk, cancelled)
+        if not found:
+            raise cancelled.cause
+        again = []
+        for record in chunk.records:
+            problems = found.get(id(record), [])
+            record_failed = next((f for f in problems if f.kind == "record"), None)
+            taken = [f for f in problems if f.kind == "taken"]
+            if record_failed is not None:
+                stored_as_sent = _canonical(record_failed.item) == record.items[0].get("Item")
+                if record.check is not None or taken or not stored_as_sent:
+                    self.existing[record.index] = record.instance
+                elif record.size == 1:
+                    self.saved[record.index] = record  # Stored exactly so, and it takes no lock.
+                else:
+                    record.check = _check(record)
+                    record.refresh()
+                    again.append(record)
+            elif taken:
+                assert record.context is not None  # noqa: S101 - only lock puts are taken.
+                self.violations[record.index] = [violation(record.context, record.instance, f) for f in taken]
+                _telemetry.violated(self.violations[record.index])
+            else:
+                again.append(record)
+        return again
+
+
+def _done(outcomes: _Outcomes) -> None:
+    """Leave each saved instance as ``save()`` does: its version set, what is stored remembered."""
+    for record in outcomes.saved.values():
+        if record.context is None or record.plan is None:
+            record.instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+            continue
+        intent = Intent("put", None, None, add_version_condition=True, token=None)
+        after_success(record.context, record.instance, intent, record.plan, record.desired, {}, load=False)
+
+
+def bulk_save(
+    instances: Iterable[_M],
+    *,
+    max_workers: int = 4,
+    progress: Callable[[int], object] | None = None,
+    run_id: str | None = None,
+) -> BulkResult[_M]:
+    """Create many new records with their locks, in concurrent TransactWriteItems.
+
+    Values repeated inside the input are found before any request: the first instance to hold one
+    keeps it, later ones become violations naming it as the owner. Each record travels with its
+    locks in one transaction of at most 100 actions (and under 4 MB); chunks are sent by up to
+    ``max_workers`` threads, each with a ClientRequestToken derived from its content, so running
+    the same import again within DynamoDB's 10-minute window replays committed chunks instead of
+    writing them twice (and a record found stored exactly as given counts as saved after a check
+    that it still holds its values, its locks put if missing). A chunk cancelled by a taken value
+    or an existing record is sent again without them. Records may be of several models (one
+    region and host); models without constraints are written with ``attribute_not_exists`` too.
+
+    Args:
+        instances: new records, of one or several models.
+        max_workers: threads sending chunks at once (at least 1).
+        progress: called with the number of records each finished chunk settled (records refused
+            before any request count first); the calls add up to the number of instances.
+        run_id: folded into every chunk's token. The same records always give the same tokens,
+            so importing records again within 10 minutes after deleting them would replay the
+            first import (DynamoDB answers success and writes nothing): give each import of
+            the same data its own ``run_id`` (and a rerun after a crash the same one).
+
+    Returns:
+        Where each instance went: saved, a violation, or an existing record left untouched. Saved
+        instances are in the state ``save()`` leaves them in (version set, stored values known).
+
+    Raises:
+        InvalidUniqueValue: bad input (a value that cannot be keyed, a reserved hash key, two
+            instances with one key, an instance with a version set, models on different
+            endpoints): nothing was sent. PynamoDB's own checks (``ValueError`` for a missing
+            required value) and ``TypeError`` for what is not a model instance also come first.
+        TransientError: conflicts or throttling outlasted the retries of a chunk. On this or any
+            other error (``IdempotencyMismatch``, PynamoDB's ``TransactWriteError``), the chunks
+            in flight finish, no further chunk is sent, committed chunks stay and no instance is
+            changed: run the same import again.
+    """
+    if not isinstance(max_workers, int) or max_workers < 1:
+        msg = f"max_workers must be a positive integer, got {max_workers!r}"
+        raise ValueError(msg)
+    given = list(instances)
+    records, losers = _prepare(given)
+    outcomes = _Outcomes(violations=dict(losers))
+    if losers and progress is not None:
+        progress(len(losers))
+    if records:
+        _run(records, outcomes, max_workers, progress, run_id or "")
+    _done(outcomes)
+    return BulkResult(
+        saved=tuple(given[i] for i in sorted(outcomes.saved)),
+        violations=tuple(v for i in sorted(outcomes.violations) for v in outcomes.violations[i]),
+        existing=tuple(given[i] for i in sorted(outcomes.existing)),
+    )
+
+
+def _run(
+    records: list[_Record],
+    outcomes: _Outcomes,
+    max_workers: int,
+    progress: Callable[[int], object] | None,
+    run_id: str,
+) -> None:
+    """Send every chunk, re-packing what a cancelled chunk did not settle, until all are settled.
+
+    Raises:
+        Exception: the first error a chunk met (after the chunks in flight finish), with a note.
+    """
+    first = records[0].instance
+    connection = model_connection(type(first)).connection
+    connection.client  # noqa: B018 - create the shared botocore client before threads race for it.
+    contexts = [r.context for r in records if r.context is not None]
+    attempts = max((c.read_retry_attempts() for c in contexts), default=RETRY_ATTEMPTS)
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bulk_save") as pool:
+        pending: dict[Future[None], _Chunk] = {}
+
+        def submit(chunks: list[_Chunk]) -> None:
+            for chunk in chunks:
+                pending[pool.submit(_send_chunk, connection, chunk, attempts)] = chunk
+
+        submit(_pack(records, run_id))
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = pending.pop(future)
+                if future.cancelled():
+                    continue
+                try:
+                    again = outcomes.finish(chunk, future)
+                    if progress is not None:
+                        progress(len(chunk.records) - len(again))
+                except Exception as exc:  # noqa: BLE001 - re-raised once the chunks in flight finish.
+                    error = error or exc
+                    for queued in pending:
+                        queued.cancel()
+                    continue
+                if error is None:
+                    submit(_pack(again, run_id))
+    if error is not None:
+        error.add_note(
+            f"bulk_save: {len(outcomes.saved)} records were committed before this error; no instance was "
+            "changed. Run the same bulk_save again: committed chunks are replayed, not written twice."
+        )
+        raise error
