@@ -43,7 +43,7 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
 )
-from pynamodb_unique._model.context import ModelContext, meta_value
+from pynamodb_unique._model.context import ModelContext
 from pynamodb_unique._write import send as _send
 
 PK = "ACCT#a1f9c3"
@@ -677,28 +677,6 @@ def test_retry_attempts__bad_setting_after_definition__refused_before_a_resend(
     _sleeps(monkeypatch)
     monkeypatch.setattr(accounts.Meta, "unique_retry_attempts", 0, raising=False)
     assert _save_under_conflicts(accounts, 1, ValueError, "at least 1") == 1
-
-
-@pytest.mark.parametrize("shape", ["own", "inherited", "unset", "overridden", "object"])
-def test_meta_value__plain_setting_any_where__getattr_answer(shape: str) -> None:
-    """The exception-free read of a plain Meta setting answers what ``getattr(meta, name, default)`` does:
-    set on Meta, inherited, unset, overridden, or on an object standing for Meta."""
-
-    class Base:
-        unique_retry_attempts = 7
-
-    meta: Any
-    if shape == "own":
-        meta = type("Meta", (), {"unique_retry_attempts": 3})
-    elif shape == "inherited":
-        meta = type("Meta", (Base,), {})
-    elif shape == "unset":
-        meta = type("Meta", (), {"table_name": "t"})
-    elif shape == "overridden":
-        meta = type("Meta", (Base,), {"unique_retry_attempts": 1})
-    else:
-        meta = type("Settings", (), {"unique_retry_attempts": 4})()  # An instance standing for Meta.
-    assert meta_value(meta, "unique_retry_attempts", 5) == getattr(meta, "unique_retry_attempts", 5)
 
 
 def test_retrying__no_attempt__refused_before_any_call() -> None:

@@ -120,34 +120,31 @@ STORED = [
 ]
 
 
-# --- Guard.compiled() numbers its values as PynamoDB's serialize does --------------------------
+# --- a guard's condition is sent as PynamoDB serializes it ------------------------------------
 
 
 @pytest.mark.parametrize("gone_ok", [True, False])
 @pytest.mark.parametrize("stored", STORED, ids=["absent", "bare", "values", "others"])
 @pytest.mark.parametrize("model", PLANNERS, ids=lambda m: m.__name__)
-def test_probe_guard_compiled__matches_condition_serialize(model: type[Any], stored: Stored, gone_ok: bool) -> None:
-    """compiled()'s values are condition().serialize()'s, in its numbering; the cached text too."""
+def test_guard_condition__matches_condition_serialize(model: type[Any], stored: Stored, gone_ok: bool) -> None:
+    """The guard's request arguments are condition().serialize()'s, names inverted as PynamoDB's builders do."""
     planner = _planner(model)
     guard = Guard(planner, stored, gone_ok=gone_ok)
     condition = guard.condition()
-    _shape, values = guard.compiled()
     if condition is None:
-        assert values == []
         assert guard_condition(guard) == {}
         return
     names: dict[str, str] = {}
     expected_values: dict[str, Any] = {}
     expression = condition.serialize(names, expected_values)
-    assert {f":{i}": v for i, v in enumerate(values)} == expected_values
     sent = guard_condition(guard)
     assert sent["ConditionExpression"] == expression
     assert sent.get("ExpressionAttributeValues", {}) == expected_values
     assert sent["ExpressionAttributeNames"] == {p: n for n, p in names.items()}
 
 
-def test_probe_guard_shapes__believed_gone__per_planner() -> None:
-    """The believed-gone shape is cached per planner: each class gets its own text (kind check or none)."""
+def test_guard_condition__believed_gone__per_planner() -> None:
+    """The believed-gone guard of each class is its own text (kind check or none)."""
     for model in PLANNERS:
         guard_condition(Guard(_planner(model), ABSENT, gone_ok=True))
     for model in PLANNERS:

@@ -318,8 +318,7 @@ class Constraint:
             if value is None:
                 return None
         parts = []
-        # Lengths checked above: zip(strict=True) would cost a keyword call on every key.
-        for step, value in zip(steps, values):  # noqa: B905
+        for step, value in zip(steps, values, strict=True):
             part = _encoded(step, value)
             if part is None:
                 return None

@@ -108,17 +108,11 @@ def lock_key(name: str, parts: Sequence[str]) -> str:
     return prefixed_lock_key(lock_prefix(name), parts)
 
 
-#: Keys of at most this many characters fit DynamoDB's limit whatever they hold (4 bytes a
-#: character at most); computed once, not divided on every key.
-_SURELY_SHORT: Final = MAX_PARTITION_KEY_BYTES // 4
-
-
 def prefixed_lock_key(prefix: str, parts: Sequence[str]) -> str:
     """:func:`lock_key` for the constraint whose :func:`lock_prefix` is ``prefix`` (computed once by the caller)."""
-    # As an f-string builds strings: no code of its own to fetch (str.join's call is, for one part).
-    key = f"{prefix}{parts[0]}" if len(parts) == 1 else f"{prefix}{'#'.join(parts)}"
-    # A character is at most 4 bytes of UTF-8: a short key is not encoded to be measured.
-    if len(key) <= _SURELY_SHORT or len(key.encode("utf-8")) <= MAX_PARTITION_KEY_BYTES:
+    key = prefix + "#".join(parts)
+    # DynamoDB's limit: a partition key of at most 2048 bytes of UTF-8.
+    if len(key.encode("utf-8")) <= MAX_PARTITION_KEY_BYTES:
         return key
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
     return prefix + DIGEST_MARKER + digest

@@ -162,43 +162,6 @@ class Guard:
             return gone if self.gone_ok else None
         return gone | cas if self.gone_ok else cas
 
-    def compiled(self) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
-        """(shape, values) of the condition, read in one pass over the stored values.
-
-        The shape is what the expression depends on (a cache key for its text); the values are
-        serialized, in the order the expression numbers them.
-        """
-        planner, stored = self.planner, self.stored
-        if not stored.exists:
-            # A delete's "gone, or of this class holding no unique value": each attribute absent (or NULL).
-            if not self.gone_ok or planner.defaults_hold_locks:
-                return (False, self.gone_ok, ()), []
-            _, found = Guard(planner, planner.bare).compiled()
-            return (False, self.gone_ok, ()), found
-        stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
-        ranged = planner.ranged if stored.ranged else _NO_NAMES
-        states = []
-        found = []
-        for name in planner.unique_names:
-            value = stored_values.get(name)
-            state = cas_state(name, value, defaults, verbatim, ranged)
-            states.append(state)
-            if state in (ABSENT_STATE, DEFAULT_STATE):
-                # attribute_type(x, NULL), as PynamoDB serializes it: PynamoDB loads NULL as absent.
-                found.append({STRING: NULL})
-            if state == VERBATIM_STATE:
-                found.append(verbatim[name])  # type: ignore[index] # set in that state.
-            elif state >= RANGE_STATE:  # Only a scan's values (Stored.ranged) are in these states.
-                if state == DEFAULT_RANGE_STATE:
-                    found.append({STRING: NULL})
-                found += second_bounds(value)  # type: ignore[arg-type] # a value with bounds in these states.
-            elif state != ABSENT_STATE:
-                found.append(planner.serialize(name, value))
-        kind = planner.kind_value
-        if kind is not None:
-            found.append(dict(kind))  # A new dict each time, as every value of a request.
-        return (True, self.gone_ok, tuple(states)), found
-
 
 def former_slot(name: str) -> str:
     """Where the former-form key of constraint ``name`` sits in a mapping of lock keys by constraint name.
@@ -217,14 +180,8 @@ def slots(constraint: Constraint) -> tuple[tuple[str, bool], ...]:
 
 def _forms(keys: tuple[str | None, str | None]) -> dict[str, bool]:
     """(current key, former key) as lock key -> whether the former form, without absent keys."""
-    # No comprehension: it would be a function of its own (CPython 3.11), run by every change.
-    forms = {}
     current, former = keys
-    if current is not None:
-        forms[current] = False
-    if former is not None:
-        forms[former] = True
-    return forms
+    return {key: is_former for key, is_former in ((current, False), (former, True)) if key is not None}
 
 
 def _move_locks(
@@ -241,8 +198,7 @@ def _move_locks(
     Each form's lock moves on its own (keys map to whether they are of the former form): a key
     held before and after (in either form) stays, unless ``moved`` (a new expiry: each wanted
     lock is put again). A lock to release that another record owns (``not_ours``) is checked.
-    The actions are appended to ``into``: (releases, checks, puts). Loops, not comprehensions:
-    each would be a function of its own on CPython 3.11, run by every change.
+    The actions are appended to ``into``: (releases, checks, puts).
     """
     releases, checks, puts = into
     for key, former in old.items():
@@ -358,9 +314,8 @@ class Plan:
             # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
             deletes: list[PlanAction] = [record] if record.op == "delete" else []
             puts: list[PlanAction] = [record] if record.op == "put" else []
-            # A loop, not two comprehensions: each is a function of its own on CPython 3.11.
-            for release in self.releases:
-                (deletes if release.op == "delete" else puts).append(release)
+            deletes += [release for release in self.releases if release.op == "delete"]
+            puts += [release for release in self.releases if release.op != "delete"]
             cached = [*self.checks, *deletes, *puts, *self.puts]
             if record.op == "update":
                 cached.append(record)
@@ -669,11 +624,6 @@ class Planner:
         )
 
     @cached_property
-    def guard_texts(self) -> dict[tuple[Any, ...], tuple[str, dict[str, str]]]:
-        """Each guard shape's condition text and names, compiled once (by ``_requests.guard_condition``)."""
-        return {}
-
-    @cached_property
     def all_slots(self) -> tuple[tuple[Constraint, str, bool], ...]:
         """Every (constraint, slot, whether the former form) in a mapping of lock keys."""
         return tuple((c, slot, former) for c in self.constraints for slot, former in slots(c))
@@ -749,14 +699,9 @@ class Planner:
         puts: list[LockPut] = []
         before, known = stored.values, stored.keys if stored.exists else {}
         # Keys are computed only for constraints whose attributes change: equal values, equal keys.
-        # A loop, not a comprehension: a function of its own (CPython 3.11), and a cell for each
-        # variable it reads, made on every call.
         changed: set[str] | None = None
         if stored.exists:
-            changed = set()
-            for name in old_planner.unique_names:
-                if before.get(name) != desired.get(name):
-                    changed.add(name)
+            changed = {name for name in old_planner.unique_names if before.get(name) != desired.get(name)}
         # A new expiry moves onto every lock the record keeps: each is put again (owner: this record).
         moved = old_planner.ttl is not None and changed is not None and old_planner.ttl in changed
         after: dict[str, str | None] | None = {}
@@ -775,9 +720,8 @@ class Planner:
             old_keys = old_planner.held_keys(c, stored)
             new_keys = old_planner.form_keys(c, desired)
             if after is not None:
-                # The current form's slot, and the former's when kept (zip's default: shortest,
-                # without the keyword call strict=False costs).
-                after.update(zip(c_slots, new_keys))  # noqa: B905
+                # The current form's slot, and the former's when the constraint has one.
+                after.update(zip(c_slots, new_keys, strict=False))
             _move_locks(c, _forms(old_keys), _forms(new_keys), desired, moved, not_ours, (releases, checks, puts))
         guard = Guard(old_planner if stored.exists else self, stored)
         expires = new_planner.expires(desired)
@@ -810,16 +754,8 @@ class Planner:
             before: Mapping[str, str | None] = {}
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
-        releases: list[LockRelease] = []
-        checks: list[LockNotOurs] = []
-        # A loop, not comprehensions (each a function of its own on CPython 3.11). A first plan
-        # has no key that is not ours: none is hashed to be looked up in an empty set.
-        for c, slot, former in old.all_slots:
-            key = before.get(slot)
-            if key:
-                if not_ours and key in not_ours:
-                    checks.append(LockNotOurs(c, key, former))
-                else:
-                    releases.append(LockRelease(c, key, former))
+        held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
+        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
+        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
-        return Plan(RecordWrite("delete", guard), tuple(releases), (), stored, tuple(checks))
+        return Plan(RecordWrite("delete", guard), releases, (), stored, checks)

@@ -44,36 +44,10 @@ SNAPSHOT: Final = "_uniq_snapshot"
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
 
-#: The first string after every string that starts with LOCK_PREFIX ("UNIQ$").
-_PREFIX_END: Final = LOCK_PREFIX[:-1] + chr(ord(LOCK_PREFIX[-1]) + 1)
-
-#: A setting absent from a Meta class's own namespace.
-_UNSET: Final = object()
-
 #: Python types whose values cannot change in place: a snapshot may share them with the instance.
 _IMMUTABLE: Final = frozenset(
     {str, int, float, bool, bytes, decimal.Decimal, datetime.datetime, datetime.date, datetime.timedelta}
 )
-
-
-def meta_value(meta: Any, name: str, default: Any) -> Any:
-    """``getattr(meta, name, default)`` for a plain setting of a Meta class, without an exception when it is unset.
-
-    Read on every write: on CPython 3.11 a class lookup that misses raises an AttributeError,
-    formatting its message, before ``getattr`` returns the default (about 1,900 instructions,
-    and code no other part of a write runs). The classes Meta inherits from are searched as
-    ``getattr`` does; a value stored as a descriptor (a staticmethod, a property) is returned
-    as stored, and one only a metaclass of Meta provides is not seen: plain values only
-    (settings that may be callables are read with ``getattr``).
-    """
-    classes = getattr(meta, "__mro__", None)
-    if classes is None:  # Not a class: an object standing for Meta.
-        return getattr(meta, name, default)
-    for klass in classes:
-        found = klass.__dict__.get(name, _UNSET)
-        if found is not _UNSET:
-            return found
-    return default
 
 
 def context_of(model: type[Any]) -> ModelContext | None:
@@ -100,8 +74,7 @@ class ModelContext:
         self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
-        # A dict, not a frozenset: set lookups are C code no other part of an update runs.
-        self._unique_set = dict.fromkeys(planner.unique_names)
+        self._unique_set = frozenset(planner.unique_names)
         # Attributes whose default is made anew on each load (a callable): an item without them
         # holds no value, whatever the loaded instance shows.
         self._made_on_load = tuple(
@@ -148,7 +121,7 @@ class ModelContext:
         A write reads it only when a request is to be resent (:func:`~pynamodb_unique._send.send`):
         reading a Meta setting costs more than the rest of a write's handling of its attempts.
         """
-        attempts: int = meta_value(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
+        attempts: int = getattr(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)
         return attempts
 
     @property
@@ -302,27 +275,17 @@ class ModelContext:
         Raises:
             InvalidUniqueValue: the serialized hash key starts with ``UNIQ#`` (shared lock layout).
         """
-        values = instance.attribute_values
-        raw = values.get(self.hash_name)
-        hash_key = self.hash_attribute.serialize(raw)
-        # Not str.startswith: every write checks, and startswith parses its arguments with code no
-        # other part of a write runs (cache misses from a cold cache). A string starts with the
-        # prefix exactly when it sorts from the prefix up to, not including, the prefix with its
-        # last character the next one. With locks in a table of their own (``unique_lock_table``),
-        # any hash key is the record's.
+        owner = self.owner(instance)
+        hash_key = owner[0]
+        # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
         if (
-            raw is not None
-            and isinstance(hash_key, str)
-            and LOCK_PREFIX <= hash_key < _PREFIX_END
+            isinstance(hash_key, str)
+            and hash_key.startswith(LOCK_PREFIX)
             and not getattr(self.model.Meta, "unique_lock_table", None)
         ):
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
-        # The rest as owner() (inlined: every write comes here).
-        if self.range_attribute is None:
-            return (hash_key,)
-        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
-        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
+        return owner
 
     # What is stored.
 

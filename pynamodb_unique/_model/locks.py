@@ -96,7 +96,6 @@ def _owned_text(fields: int, first: int) -> str:
 _OWNED: Final = {(n, first): _owned_text(n, first) for n in (1, 2) for first in (0, 1, 2)}
 
 #: Value placeholders, numbered as the owner fields come (two owners: four fields at most).
-_VALUE_PLACEHOLDERS: Final = (":0", ":1", ":2", ":3")
 
 #: ``LockCodec.put_if``'s expectation that no lock exists.
 ABSENT: Final = object()
@@ -148,12 +147,8 @@ class LockCodec:
 
     @staticmethod
     def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
-        # zip's default (shortest) without the keyword: strict=False alone costs a keyword call
-        # on every lock action.
-        if len(owners) == 1:
-            return dict(zip(_VALUE_PLACEHOLDERS, owners[0].values()))  # noqa: B905
         fields = [value for owner in owners for value in owner.values()]
-        return dict(zip(_VALUE_PLACEHOLDERS, fields))  # noqa: B905
+        return {f":{i}": value for i, value in enumerate(fields)}
 
     def put(
         self,
@@ -244,17 +239,13 @@ class LockCodec:
 
     def release(self, lock_key: str, owner: Mapping[str, Any]) -> dict[str, Any]:
         """Delete: give the value back when the lock is ``owner``'s (or already gone)."""
-        # _names() and _values() of one owner, in place: every delete and change releases. The
-        # owner's values by name, not dict(zip()): C code no other part of a write runs.
-        one = len(owner) == 1
-        values = {":0": owner[OWNER_HASH]} if one else {":0": owner[OWNER_HASH], ":1": owner[OWNER_RANGE]}
         return {
             "TableName": self.table_name,
             "Key": self.key(lock_key),
             "ConditionExpression": self._free_or_owned[len(owner)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            "ExpressionAttributeNames": {**self._owner_names[len(owner)]},
-            "ExpressionAttributeValues": values,
+            "ExpressionAttributeNames": self._names(owner),
+            "ExpressionAttributeValues": self._values(owner),
         }
 
     def _expect(self, expected: Mapping[str, Any] | object | None) -> dict[str, Any]:

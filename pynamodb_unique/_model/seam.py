@@ -12,12 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
-from pynamodb.constants import ALL_OLD, ITEM
+from pynamodb.constants import ALL_NEW, ALL_OLD, ITEM, KEY
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pynamodb.connection import TableConnection
     from pynamodb.exceptions import PynamoDBException
     from pynamodb.expressions.condition import Condition
+    from pynamodb.expressions.update import Action
     from pynamodb.models import Model
     from pynamodb.transactions import TransactWrite
 
@@ -91,6 +94,26 @@ def put_kwargs(instance: Model, condition: Condition | None, *, add_version_cond
         attributes=save["attributes"],
         condition=save["condition"],
         return_values_on_condition_failure=ALL_OLD,
+    )
+    return built
+
+
+def update_kwargs(
+    instance: Model, actions: Sequence[Action], condition: Condition | None, *, add_version_condition: bool
+) -> dict[str, Any]:
+    """PynamoDB's ``update()`` request: UpdateItem's arguments with ``ReturnValues`` ALL_NEW, in its order.
+
+    Why: the public ``get_update_kwargs_from_instance`` takes no ``return_values``, and ``update()``
+    places it before the update expression. Replacement: that parameter on the public builder.
+    """
+    # PynamoDB appends the version action to the list it is given: a copy keeps the caller's.
+    actions = list(actions)
+    hash_key, range_key = instance._get_hash_range_key_serialized_values()
+    version_condition = instance._handle_version_attribute(actions=actions)
+    if add_version_condition and version_condition is not None:
+        condition &= version_condition
+    built: dict[str, Any] = connection(type(instance)).get_operation_kwargs(
+        hash_key, range_key=range_key, key=KEY, actions=actions, condition=condition, return_values=ALL_NEW
     )
     return built
 

@@ -28,10 +28,10 @@ from .._core.plan import (
 from .._model.context import ModelContext, OwnerKey, updated_image
 from .._model.locks import lock_owner, lock_owner_model
 from .._model.registry import stored_class
-from .._model.seam import connection
+from .._model.seam import connection, update_kwargs
 from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 from . import telemetry as _telemetry
-from .requests import OPERATIONS, and_conditions, build_request, update_item
+from .requests import OPERATIONS, and_conditions, build_request
 from .send import (
     Request,
     conditional_check_error,
@@ -280,15 +280,11 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
     A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
     check of the stored class and asks for the item when it fails.
     """
-    if context.planner.discriminator is None and not context.planner.versioned:
-        return Request([update_item(context, instance, intent.condition, intent.actions or ())], "UpdateItem")
     if context.planner.discriminator is None:
-        kwargs = instance.get_update_kwargs_from_instance(
-            actions=list(intent.actions or ()),
-            condition=intent.condition,
-            add_version_condition=intent.add_version_condition,
+        kwargs = update_kwargs(
+            instance, intent.actions or (), intent.condition, add_version_condition=intent.add_version_condition
         )
-        return Request([{**kwargs, "ReturnValues": "ALL_NEW"}], "UpdateItem")
+        return Request([kwargs], "UpdateItem")
     # A polymorphic record may hold another class's item: its locks follow that class's
     # constraints, which this update cannot plan; the class check refuses it before writing.
     checked = and_conditions(intent.condition, context.planner.class_check())
@@ -327,13 +323,8 @@ def plain_update(
     try:
         if watched is not None:
             watched.sending("UpdateItem", 1, 1)
-        planner = context.planner
-        if planner.discriminator is None and not planner.versioned:  # plain_update_request's first case.
-            item = update_item(context, instance, condition, actions, owner=owner)
-            request = Request([item], "UpdateItem")
-        else:
-            intent = Intent("update", condition, actions, add_version_condition, None)
-            request = plain_update_request(context, instance, intent)
+        intent = Intent("update", condition, actions, add_version_condition, None)
+        request = plain_update_request(context, instance, intent)
         try:
             response = send(connection(context.model).connection, request, None, attempts=context.read_retry_attempts)
         except WriteFailed as failure:

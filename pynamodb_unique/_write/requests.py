@@ -6,11 +6,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.constants import ALL_OLD, RETURN_VALUES_ON_CONDITION_FAILURE
+from pynamodb.constants import ALL_OLD
 from pynamodb.expressions.condition import Condition
-from pynamodb.expressions.update import Action, Update
+from pynamodb.expressions.update import Action
 
-from .._core.plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordOp, RecordWrite
+from .._core.plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
 from .._model.context import OwnerKey, context_of
 from .._model.locks import LockTable
 from .._model.seam import put_kwargs
@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from pynamodb.models import Model
 
     from .._model.context import ModelContext
-
-#: Value placeholders ``:0``, ``:1``... of a guard's condition, numbered as its values come.
-_PLACEHOLDERS: Final = tuple(f":{i}" for i in range(64))
 
 #: The single-item operation of each record write.
 OPERATIONS: Final = {"put": "PutItem", "update": "UpdateItem", "delete": "DeleteItem"}
@@ -38,145 +35,25 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
     return combined
 
 
-def _guarded(
-    context: ModelContext,
-    instance: Model,
-    op: RecordOp,
-    guard: Guard,
-    owner: OwnerKey | None,
-    actions: Sequence[Action] | None,
-) -> dict[str, Any]:
-    """A record write whose only condition is the library's guard, its text compiled once per shape.
-
-    Equal to PynamoDB's builder with the guard's condition (a unit test compares them). A put's
-    item is PynamoDB's public ``serialize()`` (what ``save()`` sends: the key and every attribute,
-    null-checked; a versioned model never comes here); a delete, being only the key, is built
-    here; an update's actions are serialized by PynamoDB's ``Update`` after the guard, sharing its
-    placeholders, as PynamoDB's builder numbers them.
-    """
-    parts = _guard_parts(guard)
-    if op == "update":
-        return update_item(context, instance, None, actions or (), guard=parts, transactional=True, owner=owner)
-    if op == "put":
-        body, value = "Item", instance.serialize()
-    else:
-        body, value = "Key", context.key_of(owner or context.owner(instance))
-    # ModelContext.table_name's reading, without the property's call: every write comes here.
-    table_name = context.model.Meta.table_name
-    if parts is None:
-        return {"TableName": table_name, body: value, RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD}
-    expression, names, values = parts
-    # Every argument in one literal: a dict built key by key is resized on its sixth.
-    kwargs = {
-        "TableName": table_name,
-        body: value,
-        RETURN_VALUES_ON_CONDITION_FAILURE: ALL_OLD,
-        "ConditionExpression": expression,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-    if not values:
-        del kwargs["ExpressionAttributeValues"]
-    return kwargs
-
-
-def update_item(
-    context: ModelContext,
-    instance: Model,
-    condition: Condition | None,
-    actions: Sequence[Action],
-    *,
-    guard: tuple[str, dict[str, str], dict[str, Any]] | None = None,
-    transactional: bool = False,
-    owner: OwnerKey | None = None,
-) -> dict[str, Any]:
-    """PynamoDB's ``update()`` request (``ReturnValues`` ALL_NEW), built without its table lookups.
-
-    For a model without a version attribute; equal to PynamoDB's builder (a unit test compares
-    them): the condition's placeholders first, then the actions'.
-
-    Args:
-        context: the instance's model context.
-        instance: the record.
-        condition: the caller's condition.
-        actions: the update actions.
-        guard: with ``transactional``, the library's guard as compiled (:func:`_guard_parts`),
-            instead of ``condition`` (None: no condition).
-        transactional: the update of a transaction, which asks for the stored item when its
-            condition fails (ALL_OLD) instead of the item after the write.
-        owner: the record's owner key, when already computed (its key is built from it).
-    """
-    # PynamoDB's placeholders map names to placeholders (the condition's first), inverted below.
-    placeholders: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    key = context.key_of(owner) if owner is not None else context.key_item(instance)
-    # ModelContext.table_name's reading, without the property's call: every update comes here.
-    kwargs: dict[str, Any] = {"TableName": context.model.Meta.table_name, "Key": key}
-    if transactional:
-        if guard is not None:
-            kwargs["ConditionExpression"], names, values = guard
-            for placeholder, name in names.items():
-                placeholders[name] = placeholder
-        kwargs[RETURN_VALUES_ON_CONDITION_FAILURE] = ALL_OLD
-    else:
-        if condition is not None:
-            if not isinstance(condition, Condition):
-                msg = "'condition' must be an instance of Condition"  # type: ignore[unreachable] # untyped callers; PynamoDB's words.
-                raise ValueError(msg)
-            kwargs["ConditionExpression"] = condition.serialize(placeholders, values)
-        kwargs["ReturnValues"] = "ALL_NEW"
-    kwargs["UpdateExpression"] = Update(*actions).serialize(placeholders, values)
-    if placeholders:
-        # Inverted with a loop: a comprehension is a function of its own (CPython 3.11), and
-        # dict(zip()) C code no other part of a write runs (each costs more to fetch from a cold
-        # cache than to run).
-        names = {}
-        for name, placeholder in placeholders.items():
-            names[placeholder] = name
-        kwargs["ExpressionAttributeNames"] = names
-    if values:
-        kwargs["ExpressionAttributeValues"] = values
-    return kwargs
-
-
 def guard_condition(guard: Guard) -> dict[str, Any]:
-    """A guard's condition as request arguments (none when it checks nothing), its text compiled once per shape.
+    """A guard's condition as request arguments (none when it checks nothing), as PynamoDB's builders give them.
 
     Returns:
         ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
-        ``ExpressionAttributeValues``, as PynamoDB's builders give them for the same condition.
+        ``ExpressionAttributeValues``.
     """
-    parts = _guard_parts(guard)
-    if parts is None:
+    condition = guard.condition()
+    if condition is None:
         return {}
-    expression, names, values = parts
-    kwargs: dict[str, Any] = {"ConditionExpression": expression, "ExpressionAttributeNames": names}
+    placeholders: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {
+        "ConditionExpression": condition.serialize(placeholders, values),
+        "ExpressionAttributeNames": {placeholder: name for name, placeholder in placeholders.items()},
+    }
     if values:
         kwargs["ExpressionAttributeValues"] = values
     return kwargs
-
-
-def _guard_parts(guard: Guard) -> tuple[str, dict[str, str], dict[str, Any]] | None:
-    """:func:`guard_condition`'s expression, names and values (empty: none), or None: nothing to check."""
-    shape, found = guard.compiled()
-    texts = guard.planner.guard_texts
-    text = texts.get(shape)
-    if text is None:
-        condition = guard.condition()
-        if condition is None:
-            return None
-        names: dict[str, str] = {}
-        expression = condition.serialize(names, {})
-        text = texts[shape] = (expression, {placeholder: name for name, placeholder in names.items()})
-    # Placeholders numbered in order, taken from a table (no number formatted per write); a loop,
-    # not dict(zip()) (C code no other part of a write runs).
-    numbered = _PLACEHOLDERS if len(found) <= len(_PLACEHOLDERS) else [f":{i}" for i in range(len(found))]
-    values = {}
-    i = 0
-    for value in found:
-        values[numbered[i]] = value
-        i += 1  # noqa: SIM113 - enumerate() is C code no other part of a write runs.
-    return text[0], {**text[1]}, values
 
 
 def record_kwargs(
@@ -185,25 +62,8 @@ def record_kwargs(
     condition: Condition | None,
     actions: Sequence[Action] | None,
     add_version_condition: bool,
-    owner: OwnerKey | None = None,
-    context: ModelContext | None = None,
 ) -> dict[str, Any]:
-    """The request item for the record's own write, with the caller's and the library's conditions.
-
-    ``owner`` is the record's owner key, and ``context`` its model's, when already at hand.
-    """
-    guard = write.guard
-    # The writer's own version check (a polymorphic write may guard another class's item).
-    writer = context or context_of(type(instance))
-    versioned = writer is None or writer.planner.versioned
-    if (
-        writer is not None
-        and condition is None
-        and guard is not None
-        and not versioned
-        and (write.op != "update" or actions)
-    ):
-        return _guarded(writer, instance, write.op, guard, owner, actions)
+    """The record's own write, built by PynamoDB's builders with the caller's and the library's conditions."""
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
@@ -292,28 +152,20 @@ def build_request(
         owner: the record's owner key, when already computed (:meth:`ModelContext.checked_owner`).
     """
     record = plan.record
-    if not (plan.releases or plan.puts or plan.checks):  # Plan.transactional, without its call.
-        # The record's own write alone: its key serialized once when it is all a delete sends.
-        if owner is None and record.op == "delete":
-            owner = context.owner(instance)
-        item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
+    if not plan.transactional:
+        item = record_kwargs(instance, record, condition, actions, add_version_condition)
         if record.op == "update":
             item["ReturnValues"] = "ALL_NEW"
         return Request([item], OPERATIONS[record.op])
-    # The owner key, serialized once: the lock items name it, a record delete is only the key.
-    if owner is None:
-        owner = context.owner(instance)
-    fields = context.fields_of(owner)
+    fields = context.fields_of(owner if owner is not None else context.owner(instance))
     # One clock reading per request: expired locks and the end of holds are judged against it.
     if now is None and locks.expiring:
         now = int(time.time())
     items = []
-    # A loop, not a comprehension (a function of its own on CPython 3.11). The record told by
-    # identity, not isinstance(): the plan holds one record write, and its other actions are locks'.
     for action in plan.sent():
-        if action is record:
-            item = record_kwargs(instance, record, condition, actions, add_version_condition, owner, context)
+        if isinstance(action, RecordWrite):
+            item = record_kwargs(instance, action, condition, actions, add_version_condition)
         else:
-            item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)  # type: ignore[arg-type] # a lock action: only the record is not (typing.cast would be a call).
+            item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
         items.append({TRANSACT_KINDS[action.op]: item})
     return Request(items, "TransactWriteItems", transactional=True)
