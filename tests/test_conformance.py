@@ -7,13 +7,64 @@ PynamoDB. See ``tests/conformance`` for the harness; run it by hand with
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
+from pathlib import Path
 
 import pytest
-from conformance.harness import EXPECTED_REWRITES, Comparison, compare, compare_integration, dynoxide_binary
+from conformance.harness import EXPECTED_REWRITES, Comparison, compare, compare_integration, dynoxide_binary, extract
 
 #: PynamoDB 6.1.0's unit tests (everything but ``tests/integration``).
 EXPECTED_UNIT_TESTS = 386
+
+
+def _without_extraction_filters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``tarfile`` look like Python 3.11.2's (Debian 12), which has no extraction filters."""
+    if hasattr(tarfile, "data_filter"):
+        monkeypatch.delattr(tarfile, "data_filter")
+
+
+def _archive(path: Path, member: tarfile.TarInfo, data: bytes = b"") -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    return path
+
+
+@pytest.mark.parametrize("filters", ["present", "absent"])
+def test_extract__peer_archive__gives_the_peer_suite(
+    filters: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peer archive extracts with and without ``tarfile``'s filters (Python 3.11.4+ and 3.11.2)."""
+    if filters == "absent":
+        _without_extraction_filters(monkeypatch)
+    root = extract(tmp_path / "peer")
+    assert (root / "pytest.ini").is_file()
+    assert (root / "tests" / "test_model.py").is_file()
+
+
+@pytest.mark.parametrize("filters", ["present", "absent"])
+@pytest.mark.parametrize(
+    "member",
+    [
+        tarfile.TarInfo("../outside.py"),
+        tarfile.TarInfo("link"),
+    ],
+    ids=["parent", "symlink"],
+)
+def test_extract__hostile_member__refused(
+    filters: str, member: tarfile.TarInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member outside the destination, or a link, is refused whichever Python extracts it."""
+    if member.name == "link":
+        member.type = tarfile.SYMTYPE
+        member.linkname = "/etc/passwd"
+    archive = _archive(tmp_path / "hostile.tar.gz", member)
+    if filters == "absent":
+        _without_extraction_filters(monkeypatch)
+    with pytest.raises(tarfile.TarError):
+        extract(tmp_path / "out", archive)
+    assert not (tmp_path / "outside.py").exists()
 
 
 @pytest.fixture(scope="module")

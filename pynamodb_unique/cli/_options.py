@@ -116,7 +116,12 @@ def export_locations(values: tuple[str, ...]) -> str | dict[str, str] | None:
 def _output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--json, --quiet, --limit and --all."""
     options = (
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every line (see README)."),
+        click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            help="Print one JSON document with every line (fields: docs/operating.md).",
+        ),
         click.option("--quiet", "-q", is_flag=True, help="Print only the final line; the exit status tells the rest."),
         click.option(
             "--limit",
