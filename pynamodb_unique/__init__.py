@@ -21,6 +21,7 @@ from ._explain import Explanation as Explanation
 from ._explain import LockInfo as LockInfo
 from ._explain import explain as explain
 from ._explain import inspect as inspect
+from ._iam import iam_policy as iam_policy
 from ._locks import create_lock_table as create_lock_table
 from ._locks import is_lock_item as is_lock_item
 from ._migrate import Conflict as Conflict
@@ -83,6 +84,7 @@ __all__ = [
     "bulk_save",
     "create_lock_table",
     "explain",
+    "iam_policy",
     "inspect",
     "is_lock_item",
     "migrate",
