@@ -50,12 +50,12 @@ FLAGS = list(itertools.product([False, True], repeat=2))
 
 
 class Ticket(UniqueMixin, Model):
-    """Locks in a table of their own, in another region."""
+    """Locks in a table of their own, in another region (tables named for this module: the registry is per process)."""
 
     class Meta:
-        table_name = "tickets"
+        table_name = "iam-tickets"
         region = "eu-west-1"
-        unique_lock_table = "ticket-locks"
+        unique_lock_table = "iam-ticket-locks"
 
     id = UnicodeAttribute(hash_key=True)
     code = UniqueAttribute(UnicodeAttribute())
@@ -65,7 +65,7 @@ class Regionless(UniqueMixin, Model):
     """No Meta.region: botocore picks it where the application runs."""
 
     class Meta:
-        table_name = "regionless"
+        table_name = "iam-regionless"
 
     id = UnicodeAttribute(hash_key=True)
     code = UniqueAttribute(UnicodeAttribute())
@@ -75,9 +75,9 @@ class Beijing(UniqueMixin, Model):
     """In the China partition."""
 
     class Meta:
-        table_name = "beijing"
+        table_name = "iam-beijing"
         region = "cn-north-1"
-        unique_lock_table = "beijing-locks"
+        unique_lock_table = "iam-beijing-locks"
 
     id = UnicodeAttribute(hash_key=True)
     code = UniqueAttribute(UnicodeAttribute())
@@ -150,8 +150,8 @@ def test_iam_policy__runtime_only__no_scan_no_stream_reads() -> None:
 def test_iam_policy__separate_lock_table__each_table_its_own_actions() -> None:
     """Records and locks in two tables: UpdateItem on the records only, BatchGetItem on the locks only."""
     policy = iam_policy(Ticket, account=ACCOUNT)
-    records = "arn:aws:dynamodb:eu-west-1:123456789012:table/tickets"
-    locks = "arn:aws:dynamodb:eu-west-1:123456789012:table/ticket-locks"
+    records = "arn:aws:dynamodb:eu-west-1:123456789012:table/iam-tickets"
+    locks = "arn:aws:dynamodb:eu-west-1:123456789012:table/iam-ticket-locks"
     assert policy["Statement"] == [
         {
             "Sid": "UniqueRecords",
@@ -173,7 +173,7 @@ def test_iam_policy__separate_lock_table__each_table_its_own_actions() -> None:
 def test_iam_policy__streams__stream_arn_of_the_records_table_and_list_streams_on_any() -> None:
     """The stream read actions on the records table's streams; ListStreams on ``*``, the only resource it takes."""
     statements = {s["Sid"]: s for s in iam_policy(Ticket, streams=True)["Statement"]}
-    assert statements["UniqueStreamRead"]["Resource"] == ["arn:aws:dynamodb:eu-west-1:*:table/tickets/stream/*"]
+    assert statements["UniqueStreamRead"]["Resource"] == ["arn:aws:dynamodb:eu-west-1:*:table/iam-tickets/stream/*"]
     assert statements["UniqueStreamRead"]["Action"] == [
         "dynamodb:DescribeStream",
         "dynamodb:GetRecords",
@@ -184,11 +184,11 @@ def test_iam_policy__streams__stream_arn_of_the_records_table_and_list_streams_o
 
 def test_iam_policy__region_and_partition() -> None:
     """The region of Meta; ``*`` without one; the partition of the region (China, GovCloud)."""
-    assert iam_policy(Regionless)["Statement"][0]["Resource"] == ["arn:aws:dynamodb:*:*:table/regionless"]
+    assert iam_policy(Regionless)["Statement"][0]["Resource"] == ["arn:aws:dynamodb:*:*:table/iam-regionless"]
     arns = [r for s in iam_policy(Beijing)["Statement"] for r in s["Resource"]]
     assert arns == [
-        "arn:aws-cn:dynamodb:cn-north-1:*:table/beijing",
-        "arn:aws-cn:dynamodb:cn-north-1:*:table/beijing-locks",
+        "arn:aws-cn:dynamodb:cn-north-1:*:table/iam-beijing",
+        "arn:aws-cn:dynamodb:cn-north-1:*:table/iam-beijing-locks",
     ]
 
 
