@@ -6,6 +6,7 @@ from . import streams as streams
 from ._core.constraint import Former as Former
 from ._core.constraint import UniqueAttribute as UniqueAttribute
 from ._core.constraint import UniqueConstraint as UniqueConstraint
+from ._iam import iam_policy as iam_policy
 from ._mixin import UniqueMixin as UniqueMixin
 from ._model.locks import create_lock_table as create_lock_table
 from ._model.locks import is_lock_item as is_lock_item
@@ -83,6 +84,7 @@ __all__ = [
     "bulk_save",
     "create_lock_table",
     "explain",
+    "iam_policy",
     "inspect",
     "is_lock_item",
     "migrate",

@@ -1,7 +1,7 @@
 """The ``pynamodb-unique`` command: audit, repair, backfill, migrate, explain and inspect a model's locks.
 
-A thin shell over :func:`audit`, :func:`repair`, :func:`backfill`, :func:`migrate`, :func:`explain`
-and :func:`inspect`; it needs the ``cli`` extra (``pip install 'pynamodb-unique[cli]'``).
+A thin shell over :func:`audit`, :func:`repair`, :func:`backfill`, :func:`migrate`, :func:`explain`,
+:func:`inspect` and :func:`iam_policy`; it needs the ``cli`` extra (``pip install 'pynamodb-unique[cli]'``).
 Exit status: 0 when nothing is wrong (or nothing is left to fix), 1 when problems are found or
 remain, 2 for usage and configuration errors.
 """
@@ -19,6 +19,7 @@ except ImportError as exc:  # pragma: no cover - only without the extra.
     sys.stderr.write(f"pynamodb-unique needs the cli extra: pip install 'pynamodb-unique[cli]' ({exc})\n")
     raise SystemExit(2) from None
 
+from .._iam import iam_policy
 from .._ops.collect import MissingLock
 from .._ops.explain import explain, inspect
 from .._ops.migrate import complete
@@ -252,6 +253,25 @@ def inspect_command(model: Model, values: tuple[str, ...], as_json: bool) -> Non
         info = inspect(model, **parsed)
     click.echo(json.dumps(info.to_json(), indent=2) if as_json else info.describe())
     exit_with(info.healthy)
+
+
+@cli.command("iam")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--tools", is_flag=True, help="Add what audit, repair, backfill and migrate send.")
+@click.option("--streams", is_flag=True, help="Add what streams.handle sends and a Lambda's stream reads.")
+@click.option("--account", default="*", show_default=True, help="The AWS account ID in the ARNs.")
+def iam_command(models: tuple[str, ...], tools: bool, streams: bool, account: str) -> None:
+    """Print the IAM policy the models' tables need for what the library sends, as JSON.
+
+    \b
+    Example:
+      pynamodb-unique iam myapp.models:Account --account 123456789012
+      pynamodb-unique iam myapp.models:Account myapp.models:Ticket --tools --streams
+    """  # noqa: D301 - "\b" keeps click from rewrapping the example.
+    loaded = [load_model(path) for path in models]
+    with errors(loaded[0]):
+        policy = iam_policy(*loaded, tools=tools, streams=streams, account=account)
+    click.echo(json.dumps(policy, indent=2))
 
 
 def main() -> None:

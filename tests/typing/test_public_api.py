@@ -60,6 +60,13 @@ def check_writes(instance: Typed) -> None:
         tx.update(instance, actions=[Typed.email.set("y")])
 
 
+def test_types__iam_policy_is_a_json_document() -> None:
+    """iam_policy() takes model classes and keyword flags, and returns a dict ready for json.dumps."""
+    policy = pynamodb_unique.iam_policy(Typed, tools=True, streams=False, account="123456789012")
+    assert_type(policy, dict[str, Any])
+    assert policy["Version"] == "2012-10-17"
+
+
 def test_types__errors_carry_typed_context() -> None:
     """Violations and errors expose typed fields."""
     violation = Violation("EMAIL", ("email",), ("e",), ("p",))
