@@ -141,7 +141,9 @@ def username(value: str) -> str:
         why = _PRECIS_REASONS.get(reason)
         if why is None:
             char = exc.object[exc.start]
-            why = f"it contains {char!r} (U+{ord(char):04X}, {unicodedata.name(char, 'unnamed')})"
+            # precis-i18n names the character of the width- and case-mapped value, which may differ.
+            where = "it contains" if char in text else "once case-mapped, it contains"
+            why = f"{where} {char!r} (U+{ord(char):04X}, {unicodedata.name(char, 'unnamed')})"
         msg = f"{text!r} is not a valid username: {why}"
         raise InvalidUniqueValue(msg) from exc
 
