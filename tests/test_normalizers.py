@@ -23,17 +23,28 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
+    Former,
     InvalidUniqueValue,
     UniqueAttribute,
     UniqueConfigError,
+    UniqueError,
     UniqueMixin,
     UniqueViolation,
+    migrate,
     normalizers,
 )
 from pynamodb_unique.normalizers import chain, email, skeleton, username
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLE = chain(username, skeleton)
+
+
+def folded(value: str) -> str:
+    """docs/normalizers.md's step before the skeleton of free text."""
+    return unicodedata.normalize("NFKC", value).casefold()
+
+
+TEAM_NAME = chain(folded, skeleton)
 
 # --- pairs that must collide, and pairs that must not ------------------------------------------
 
@@ -54,6 +65,10 @@ COLLIDE = [
     (HANDLE, "admin", "\u0430dmin"),
     (HANDLE, "admin", "\u0410DMIN"),  # Cyrillic capital A, then case-folded.
     (HANDLE, "admin", "\uff21DMIN"),
+    (HANDLE, "admin", "adrnin"),
+    (TEAM_NAME, "Team Admin", "TEAM \u0430dmin"),
+    (TEAM_NAME, "Team Admin", "team \uff41\uff44\uff4d\uff49\uff4e"),
+    (TEAM_NAME, "Team Admin", "team\u200b adrnin"),
 ]
 
 DISTINCT = [
@@ -66,6 +81,7 @@ DISTINCT = [
     (skeleton, "paypal", "paypol"),
     (HANDLE, "admin", "admins"),
     (HANDLE, "ada", "eda"),
+    (TEAM_NAME, "Team Admin", "TeamAdmin"),
 ]
 
 
@@ -282,3 +298,40 @@ def test_model__invalid_value__refused_before_any_request(
     with RequestCounter(members) as counter, pytest.raises(InvalidUniqueValue, match=message):
         members(pk="M1", handle=handle, email=email_address).save()
     assert counter.operations == []
+
+
+class Renamed(UniqueMixin, Model):
+    """Handles moving from str.casefold to chain(username, skeleton), as docs/normalizers.md does it."""
+
+    class Meta:
+        table_name = "renamed"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    handle = UniqueAttribute(UnicodeAttribute(), normalize=HANDLE, former=Former(normalize=str.casefold))
+
+
+class PlainMember(Model):
+    """The same records as a writer without the library leaves them (no locks)."""
+
+    class Meta:
+        table_name = "renamed"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    handle = UnicodeAttribute()
+
+
+def test_migrate__to_handle__reports_lookalikes_and_stops_at_refused_values(backend: Backend) -> None:
+    """Migrating to the normalizer reports look-alikes as conflicts; a stored value it refuses stops it, named."""
+    model = bind_model(Renamed, backend)
+    plain = bind_model(PlainMember, backend, model.Meta.table_name, create=False)
+    for pk, handle in (("M1", "admin"), ("M2", "\u0430dmin"), ("M3", "Ada")):
+        plain(pk=pk, handle=handle).save()
+    report = migrate(model, apply=True)
+    assert [(c.lock_key, sorted(c.records)) for c in report.conflicts] == [("UNIQ#HANDLE#adrnin", [("M1",), ("M2",)])]
+    assert (report.created, report.done) == (1, False)
+    plain(pk="M4", handle="ada lovelace").save()
+    with pytest.raises(UniqueError, match="'ada lovelace' is not a valid username: it contains a space") as caught:
+        migrate(model)
+    assert "'M4'" in str(caught.value)
