@@ -129,6 +129,7 @@ def test_normalizer__result(normalize: Callable[[str], str], value: str, expecte
         (email, "ada@x", "'ada@x' is not a valid email address: The part after the @-sign is not valid", None),
         (email, "a..b@x.io", "two periods in a row", EmailNotValidError),
         (email, "ada @x.io", "is not a valid email address", EmailNotValidError),
+        (email, "ada@lovelace.test", "a special-use or reserved name", EmailNotValidError),
         (username, "ada lovelace", "'ada lovelace' is not a valid username: it contains a space", UnicodeEncodeError),
         (username, "", "'' is not a valid username: it is empty", UnicodeEncodeError),
         (username, "ad\u200bmin", r"it contains '\\u200b' \(U\+200B, ZERO WIDTH SPACE\)", UnicodeEncodeError),
