@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -16,6 +17,7 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
     Violation,
+    normalizers,
 )
 
 
@@ -115,3 +117,29 @@ def check_migration() -> None:
     assert_type(report.to_json(), dict[str, Any])
     retired = pynamodb_unique.RetiredLock("HANDLE", "UNIQ#HANDLE#ada", None, ("p",), ())
     assert_type(retired.former, bool)
+
+
+class Normalized(UniqueMixin, Model):
+    """The shipped normalizers fit ``normalize=`` as they are, alone, chained and per part."""
+
+    class Meta:
+        table_name = "typed-normalized"
+        unique_constraints = [UniqueConstraint("a", "b", name="AB", normalize={"b": normalizers.skeleton})]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(), normalize=normalizers.email)
+    handle = UniqueAttribute(
+        UnicodeAttribute(),
+        normalize=normalizers.chain(normalizers.username, normalizers.skeleton),
+        former=pynamodb_unique.Former(normalize=normalizers.username),
+    )
+    a = UnicodeAttribute(null=True)
+    b = UnicodeAttribute(null=True)
+
+
+def test_types__normalizers() -> None:
+    """Each normalizer takes and returns text; chain() returns one more."""
+    assert_type(Normalized.handle, UnicodeAttribute)
+    assert_type(normalizers.email("ada@lovelace.io"), str)
+    assert_type(normalizers.chain(normalizers.username, normalizers.skeleton), Callable[[str], str])
+    assert_type(normalizers.CONFUSABLES_UNICODE_VERSION, str)
