@@ -21,15 +21,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.exceptions import TransactWriteError
-
+from .._core.outcome import WriteFailed
 from .._core.plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from .._model.context import context_of
 from .._model.locks import lock_owner
 from .._model.registry import stored_class
 from .._model.seam import connection
 from .._write.requests import guard_condition
-from .._write.send import retrying
+from .._write.send import send_transaction
 from .audit import audit
 from .collect import (
     AuditReport,
@@ -271,11 +270,8 @@ class _Migrator:
         while pending:
             try:
                 self._transact(pending)
-            except TransactWriteError as exc:
-                reasons = exc.cancellation_reasons
-                if not any(r is not None and r.code == "ConditionalCheckFailed" for r in reasons):
-                    raise
-                pending = self._settle(pending, reasons, fixes, conflicts, progress)
+            except WriteFailed as failed:
+                pending = self._settle(pending, failed.reasons, fixes, conflicts, progress)
                 continue
             created = [Fix(problem, "create", "applied") for r in pending for problem, _ in r.puts]
             fixes.extend(created)
@@ -292,7 +288,7 @@ class _Migrator:
         """
         checks = [r.check for r in records]
         puts = [put for r in records for _, put in r.puts]
-        retrying(lambda: self.connection.transact_write_items(checks, [], puts, []))
+        send_transaction(self.connection, {"check": checks, "put": puts}, None)
 
     def _settle(
         self,

@@ -17,17 +17,17 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pynamodb.constants import BINARY, KEY, STRING
-from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
 from .._core.constraint import OWNER_HASH, OWNER_RANGE
+from .._core.outcome import WriteFailed
 from .._core.plan import SENT_ORDER, SentGroup, Stored
 from .._model.context import context_of
 from .._model.locks import ABSENT
 from .._model.registry import family, planner_of
 from .._model.seam import connection
-from .._write.send import retrying
+from .._write.send import send_transaction
 from .audit import audit
 from .collect import (
     AuditReport,
@@ -262,21 +262,10 @@ class Fixer:
 
     def send(self, write: _Write) -> tuple[Outcome, str]:
         """Send one fix; retry conflicts and throttling (as the core does), report a failed condition."""
-        connection = self.table.connection
         try:
-            retrying(
-                lambda: connection.transact_write_items(
-                    condition_check_items=write.items["check"],
-                    delete_items=write.items["delete"],
-                    put_items=write.items["put"],
-                    update_items=write.items["update"],
-                )
-            )
-        except TransactWriteError as exc:
-            codes = [r.code if r is not None else None for r in exc.cancellation_reasons]
-            if "ConditionalCheckFailed" in codes:
-                return "skipped", write.failed(codes)
-            raise
+            send_transaction(self.table.connection, write.items, None)
+        except WriteFailed as failed:
+            return "skipped", write.failed([r.code if r is not None else None for r in failed.reasons])
         return "applied", ""
 
 

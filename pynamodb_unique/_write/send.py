@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -27,7 +27,7 @@ from pynamodb.exceptions import (
 
 from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
 from .._core.outcome import WriteFailed
-from .._core.plan import SENT_ORDER
+from .._core.plan import SENT_ORDER, SentGroup
 from ..exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
 from . import telemetry as _telemetry
 
@@ -203,22 +203,25 @@ def backoff(attempt: int) -> None:
 def retrying(
     call: Callable[..., _R],
     *args: Any,
-    attempts: int = RETRY_ATTEMPTS,
+    attempts: int | Callable[[], int] = RETRY_ATTEMPTS,
 ) -> _R:
     """Call ``call(*args)``, resending on conflicts and throttling with bounded, jittered backoff.
 
-    The request is resent unchanged, so a transaction keeps its ClientRequestToken.
+    The one retry loop of the package. The request is resent unchanged, so a transaction keeps
+    its ClientRequestToken.
 
     Args:
         call: one attempt.
         args: its arguments, built once for every attempt.
-        attempts: attempts in all.
+        attempts: attempts in all, or how to read the number when a resend is first considered
+            (a model's setting, read only when a write meets a conflict or throttling).
 
     Raises:
         TransientError: conflicts or throttling outlasted ``attempts``.
+        ValueError: ``attempts`` is not an integer of at least 1.
     """
-    if not isinstance(attempts, int) or attempts < 1:
-        _refuse_attempts(attempts)
+    if not callable(attempts):
+        _check_attempts(attempts)
     attempt = 0
     while True:
         try:
@@ -226,18 +229,22 @@ def retrying(
         except PynamoDBException as exc:
             if not is_transient(exc):
                 raise
+            if callable(attempts):
+                attempts = _check_attempts(attempts())
             _back_off(exc, attempt, attempts)
             attempt += 1
 
 
-def _refuse_attempts(attempts: Any) -> NoReturn:
-    """Refuse a count of attempts that is not an integer of at least 1 (before any request).
+def _check_attempts(attempts: Any) -> int:
+    """A count of attempts, refused unless it is an integer of at least 1.
 
     Raises:
-        ValueError: always.
+        ValueError: it is not.
     """
-    msg = f"attempts must be an integer of at least 1, got {attempts!r}"
-    raise ValueError(msg)
+    if not isinstance(attempts, int) or attempts < 1:
+        msg = f"attempts must be an integer of at least 1, got {attempts!r}"
+        raise ValueError(msg)
+    return attempts
 
 
 def _back_off(exc: PynamoDBException, attempt: int, attempts: int) -> None:
@@ -359,7 +366,7 @@ def batch_read(
 
 def send_transaction(
     connection: Connection,
-    grouped: Mapping[str, list[dict[str, Any]]],
+    grouped: Mapping[SentGroup, list[dict[str, Any]]],
     token: str | None,
     *,
     attempts: int = RETRY_ATTEMPTS,
@@ -405,29 +412,23 @@ def send(
         pynamodb.exceptions.PynamoDBException: any other error, as PynamoDB raises it.
         ValueError: ``attempts`` is not an integer of at least 1.
     """
-    if not callable(attempts) and (not isinstance(attempts, int) or attempts < 1):
-        _refuse_attempts(attempts)
-    # Sent here, not through retrying() and a function per attempt: every write comes here, and
-    # each function is code of its own to fetch (from a cold cache, it costs more than it runs).
-    attempt = 0
-    while True:
+    return retrying(_send_once, connection, request, token, attempts=attempts)
+
+
+def _send_once(connection: Connection, request: Request, token: str | None) -> dict[str, Any]:
+    """Send ``request`` once, as PynamoDB sends it; a failed condition raises :class:`WriteFailed`."""
+    try:
         try:
-            try:
-                if request.transactional:
-                    kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
-                    kwargs["TransactItems"] = request.items
-                    return connection.dispatch("TransactWriteItems", kwargs)
-                # A copy ({**item}, not dict(item): C code no other part of a write runs).
-                return connection.dispatch(request.operation, {**request.items[0]})
-            except (BotoCoreError, ClientError) as exc:
-                raise _wrapped(request, exc)  # noqa: B904 - as PynamoDB raises it (the implicit context).
-        except PynamoDBException as exc:
-            _failed_condition(exc)
-            if not is_transient(exc):
-                raise
-            if callable(attempts):  # Read once, when a resend is first considered.
-                attempts = attempts()
-                if not isinstance(attempts, int) or attempts < 1:
-                    _refuse_attempts(attempts)
-            _back_off(exc, attempt, attempts)
-            attempt += 1
+            if request.transactional:
+                kwargs: dict[str, Any] = {"ClientRequestToken": token} if token is not None else {}
+                kwargs["TransactItems"] = request.items
+                response: dict[str, Any] = connection.dispatch("TransactWriteItems", kwargs)
+            else:
+                response = connection.dispatch(request.operation, dict(request.items[0]))
+        except (BotoCoreError, ClientError) as exc:
+            # As PynamoDB raises it: the botocore error is the cause and the implicit context.
+            raise _wrapped(request, exc)  # noqa: B904
+    except PynamoDBException as exc:
+        _failed_condition(exc)
+        raise
+    return response
