@@ -15,10 +15,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
+from ._core.lockitem import OwnerKey, lock_owner
 from ._core.plan import Stored
 from ._model.configure import configure
-from ._model.context import ModelContext, OwnerKey, context_of
-from ._model.locks import lock_owner
+from ._model.context import ModelContext, context_of
 from ._model.registry import register
 from ._ops.reads import UniqueReads
 from ._ops.validate import validate_unique

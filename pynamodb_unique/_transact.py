@@ -15,12 +15,14 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
+from ._core.lockitem import OwnerKey
+from ._core.outcome import interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
-from ._model.context import ModelContext, OwnerKey, context_of
+from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
 from ._model.seam import set_transaction_token, transaction_lists
 from ._write import telemetry as _telemetry
-from ._write.engine import Intent, after_success, interpret, violation
+from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
 from ._write.send import check_token, derive_token, new_token, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation

@@ -30,9 +30,10 @@ from pynamodb.expressions.operand import Path
 
 from ._core.constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._core.keys import LOCK_PREFIX
+from ._core.lockitem import OwnerKey, lock_owner
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SentGroup
-from ._model.context import ModelContext, OwnerKey, context_of
-from ._model.locks import ABSENT, LockTable, is_lock_item, lock_owner
+from ._model.context import ModelContext, context_of
+from ._model.locks import ABSENT, LockTable, is_lock_item
 from ._model.registry import lock_sharers, lock_table_id, namespaces_of, table_id
 from ._model.seam import connection
 from ._ops.collect import Scope

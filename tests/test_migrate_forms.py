@@ -21,10 +21,10 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
 )
+from pynamodb_unique._core.outcome import interpret
 from pynamodb_unique._core.plan import LockPut, Planner, RecordWrite, Stored, former_slot
 from pynamodb_unique._model.context import context_of
 from pynamodb_unique._model.locks import LockTable
-from pynamodb_unique._write.engine import interpret
 from pynamodb_unique._write.requests import build_request
 
 OLD_SECRET = b"old-secret"

@@ -1,8 +1,17 @@
-"""What a failed write reports back to the engine, before it becomes an outcome."""
+"""What a cancelled write means: DynamoDB's reasons, position by position, turned into one outcome.
+
+Pure: :func:`interpret` reads the reasons against the actions as sent, :func:`decide` turns the
+findings into what the writer does next. No I/O, no model instances.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .lockitem import OwnerKey, lock_owner
+from .plan import LockNotOurs, LockPut, LockRelease, PlanAction, RecordWrite
 
 if TYPE_CHECKING:
     from pynamodb.exceptions import CancellationReason, PynamoDBException
@@ -15,3 +24,124 @@ class WriteFailed(Exception):
         super().__init__("write failed")
         self.reasons = reasons
         self.cause = cause
+
+
+FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one failed action of a cancelled request means.
+
+    Attributes:
+        kind: ``taken`` (a lock put met another record's lock), ``record`` (the record's
+            condition failed), ``foreign`` (a lock to release is another record's), ``ours-again``
+            (a lock checked not ours is ours), ``other`` (an item that is not the library's).
+        action: the planned action, or None for another item.
+        item: the stored item DynamoDB returned with the reason (ALL_OLD), if any.
+    """
+
+    kind: FindingKind
+    action: PlanAction | None
+    item: dict[str, Any] | None
+
+
+def interpret(
+    sent: Sequence[tuple[PlanAction, frozenset[OwnerKey]] | None], reasons: Sequence[CancellationReason | None]
+) -> list[Finding]:
+    """Turn the actions as sent and DynamoDB's reasons, position by position, into findings.
+
+    A value taken under both forms of one constraint (during a migration) gives one ``taken``
+    finding per writing record: the first as sent (puts of the current form come first).
+
+    Args:
+        sent: each sent item's action and the owner keys counted as the writer's own (a lock
+            already owned by one of them is no violation); None for an item not the library's.
+        reasons: the cancellation reasons, in the order sent.
+    """
+    findings = []
+    # A value held under both forms of a constraint (a migration) is one violation: each record's
+    # constraint is reported once, by the first of its taken locks as sent.
+    taken: set[tuple[int, frozenset[OwnerKey]]] = set()
+    for slot, reason in zip(sent, reasons, strict=False):
+        if reason is None or reason.code != "ConditionalCheckFailed":
+            continue
+        item = reason.raw_item
+        if slot is None:
+            findings.append(Finding("other", None, item))
+            continue
+        action, ours = slot
+        if isinstance(action, RecordWrite):
+            findings.append(Finding("record", action, item))
+        elif isinstance(action, LockPut):
+            reported = (id(action.constraint), ours)
+            if lock_owner(item) not in ours and reported not in taken:
+                taken.add(reported)
+                findings.append(Finding("taken", action, item))
+        elif isinstance(action, LockRelease):
+            findings.append(Finding("foreign", action, item))
+        elif isinstance(action, LockNotOurs):
+            findings.append(Finding("ours-again", action, item))
+    return findings
+
+
+@dataclass(frozen=True)
+class Violated:
+    """Values are held by other records: one ``taken`` finding per violated constraint."""
+
+    taken: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class LocksMoved:
+    """Only locks' owners were not as planned: re-plan from the same assumed state.
+
+    Attributes:
+        not_ours: the lock keys the next plan checks are another record's instead of releasing.
+    """
+
+    not_ours: frozenset[str]
+
+
+@dataclass(frozen=True)
+class RecordFailed:
+    """The record's own condition failed: the caller's condition, or a stale view of the record.
+
+    Attributes:
+        item: the stored record DynamoDB returned (ALL_OLD), or None when it sent none.
+    """
+
+    item: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Unexplained:
+    """No action of the library's explains the cancellation: the caller's own items failed."""
+
+
+Outcome = Violated | LocksMoved | RecordFailed | Unexplained
+
+
+def decide(findings: Sequence[Finding], not_ours: frozenset[str]) -> Outcome:
+    """What a cancelled write means, from its findings (:func:`interpret`).
+
+    Violations come first: a taken value is reported even when the record changed too. A failed
+    record condition comes next (the record's state decides the locks). Otherwise a lock to
+    release that proved another record's is checked instead, and one checked so that proved ours
+    again is released, in a re-plan from the same assumed state.
+
+    Args:
+        findings: the failed actions' findings.
+        not_ours: the lock keys the failed plan checked were another record's.
+    """
+    taken = tuple(f for f in findings if f.kind == "taken")
+    if taken:
+        return Violated(taken)
+    record = next((f for f in findings if f.kind == "record"), None)
+    if record is not None:
+        return RecordFailed(record.item)
+    foreign = frozenset(f.action.key for f in findings if isinstance(f.action, LockRelease))
+    back = frozenset(f.action.key for f in findings if isinstance(f.action, LockNotOurs))
+    if not foreign and not back:
+        return Unexplained()
+    return LocksMoved((not_ours - back) | foreign)

@@ -22,6 +22,7 @@ from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveA
 from .._core.constraint import OWNER_HASH, OWNER_RANGE
 from .._core.keys import LOCK_PREFIX
 from .._core.limits import RETRY_ATTEMPTS
+from .._core.lockitem import OwnerKey
 from .._core.plan import Planner, Stored, fixed_default
 from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 #: later attribute read of the record then costs several times more).
 SNAPSHOT: Final = "_uniq_snapshot"
 
-#: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
-OwnerKey = tuple[Any, ...]
 
 #: Python types whose values cannot change in place: a snapshot may share them with the instance.
 _IMMUTABLE: Final = frozenset(

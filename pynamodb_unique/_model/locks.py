@@ -421,23 +421,6 @@ def is_lock_item(image: Mapping[str, Any]) -> bool:
     return OWNER_HASH in image and CONSTRAINT in image
 
 
-def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
-    """The owner key stored in a lock item, serialized: ``(hash,)`` or ``(hash, range)``; None without one."""
-    if not item or OWNER_HASH not in item:
-        return None
-    # Owner fields are typed as the record's key attributes: {"S": ...}, {"N": ...} or {"B": ...}.
-    owner_hash = next(iter(item[OWNER_HASH].values()))
-    if OWNER_RANGE in item:
-        return (owner_hash, next(iter(item[OWNER_RANGE].values())))
-    return (owner_hash,)
-
-
-def lock_owner_model(item: Mapping[str, Any] | None) -> str | None:
-    """The class name of the model whose record owns a lock item; None when it does not say."""
-    value = (item or {}).get(OWNER_MODEL, {}).get("S")
-    return value if isinstance(value, str) else None
-
-
 def create_lock_table(
     model: type[Model],
     *,

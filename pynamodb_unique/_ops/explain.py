@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
+from .._core.lockitem import lock_owner
 from .._core.plan import RecordOp, Stored
 from .._model.context import context_of
-from .._model.locks import lock_owner
 from .._model.seam import connection
 from .._write.engine import Intent, intent_plan, plain_update_request, plan_once
 from .._write.requests import build_request

@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from .._core.lockitem import lock_owner
 from .._core.outcome import WriteFailed
 from .._core.plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from .._model.context import context_of
-from .._model.locks import lock_owner
 from .._model.registry import stored_class
 from .._model.seam import connection
 from .._write.requests import guard_condition

@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._model.context import OwnerKey, context_of
-from .._model.locks import LockTable, lock_owner, lock_owner_model
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
+from .._model.context import context_of
+from .._model.locks import LockTable
 from .._write.send import batch_read
 from ..exceptions import InvalidUniqueValue, UniqueViolation, Violation
 

@@ -23,14 +23,15 @@ from pynamodb.constants import ALL_OLD
 from pynamodb.models import Model
 
 from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
-from .._core.outcome import WriteFailed
+from .._core.lockitem import OwnerKey
+from .._core.outcome import Finding, WriteFailed, interpret
 from .._core.plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
-from .._model.context import ModelContext, OwnerKey, context_of
+from .._model.context import ModelContext, context_of
 from .._model.seam import connection as model_connection
 from .._model.seam import serialized_key
 from ..exceptions import InvalidUniqueValue, Violation
 from . import telemetry as _telemetry
-from .engine import Finding, Intent, after_success, interpret, plan_once, violation
+from .engine import Intent, after_success, plan_once, violation
 from .requests import build_request
 from .send import request_clock, send_transaction
 

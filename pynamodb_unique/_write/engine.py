@@ -8,25 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from pynamodb.exceptions import CancellationReason
-
-from .._core.outcome import WriteFailed
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
+from .._core.outcome import Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
     ABSENT,
-    LockNotOurs,
     LockPut,
-    LockRelease,
     Plan,
-    PlanAction,
     Planner,
     RecordOp,
     RecordWrite,
     Stored,
 )
-from .._model.context import ModelContext, OwnerKey, updated_image
-from .._model.locks import lock_owner, lock_owner_model
+from .._model.context import ModelContext, updated_image
 from .._model.registry import stored_class
 from .._model.seam import connection, update_kwargs
 from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
@@ -53,65 +48,6 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
-
-FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What one failed action of a cancelled request means.
-
-    Attributes:
-        kind: ``taken`` (a lock put met another record's lock), ``record`` (the record's
-            condition failed), ``foreign`` (a lock to release is another record's), ``ours-again``
-            (a lock checked not ours is ours), ``other`` (an item that is not the library's).
-        action: the planned action, or None for another item.
-        item: the stored item DynamoDB returned with the reason (ALL_OLD), if any.
-    """
-
-    kind: FindingKind
-    action: PlanAction | None
-    item: dict[str, Any] | None
-
-
-def interpret(
-    sent: Sequence[tuple[PlanAction, frozenset[OwnerKey]] | None], reasons: Sequence[CancellationReason | None]
-) -> list[Finding]:
-    """Turn the actions as sent and DynamoDB's reasons, position by position, into findings.
-
-    A value taken under both forms of one constraint (during a migration) gives one ``taken``
-    finding per writing record: the first as sent (puts of the current form come first).
-
-    Args:
-        sent: each sent item's action and the owner keys counted as the writer's own (a lock
-            already owned by one of them is no violation); None for an item not the library's.
-        reasons: the cancellation reasons, in the order sent.
-    """
-    findings = []
-    # A value held under both forms of a constraint (a migration) is one violation: each record's
-    # constraint is reported once, by the first of its taken locks as sent.
-    taken: set[tuple[int, frozenset[OwnerKey]]] = set()
-    for slot, reason in zip(sent, reasons, strict=False):
-        if reason is None or reason.code != "ConditionalCheckFailed":
-            continue
-        item = reason.raw_item
-        if slot is None:
-            findings.append(Finding("other", None, item))
-            continue
-        action, ours = slot
-        if isinstance(action, RecordWrite):
-            findings.append(Finding("record", action, item))
-        elif isinstance(action, LockPut):
-            reported = (id(action.constraint), ours)
-            if lock_owner(item) not in ours and reported not in taken:
-                taken.add(reported)
-                findings.append(Finding("taken", action, item))
-        elif isinstance(action, LockRelease):
-            findings.append(Finding("foreign", action, item))
-        elif isinstance(action, LockNotOurs):
-            findings.append(Finding("ours-again", action, item))
-    return findings
-
 
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
     """The violation a ``taken`` finding means, with the owner read from the lock item."""
@@ -364,23 +300,17 @@ def _after_failure(
         The stored state to plan from, and the lock keys the next plan checks are not ours.
     """
     ours = frozenset({context.owner(instance)})
-    findings = interpret([(action, ours) for action in plan.sent()], failure.reasons)
-    violations = [violation(context, instance, f) for f in findings if f.kind == "taken"]
-    if violations:
+    outcome = decide(interpret([(action, ours) for action in plan.sent()], failure.reasons), not_ours)
+    if isinstance(outcome, Violated):
+        violations = [violation(context, instance, f) for f in outcome.taken]
         _telemetry.violated(violations)
         raise UniqueViolation(violations, failure.cause)
-    record = next((f for f in findings if f.kind == "record"), None)
-    if record is None:
-        foreign = [f.action.key for f in findings if isinstance(f.action, LockRelease)]
-        back = [f.action.key for f in findings if isinstance(f.action, LockNotOurs)]
-        if not foreign and not back:
-            raise failure.cause
-        # A lock to release belongs to another record (the record is gone, or the lock is
-        # foreign: for audit and repair): the next plan checks it is still not ours instead.
-        # A lock checked so has become ours again: the next plan releases it.
-        return plan.assumed, (not_ours - frozenset(back)) | frozenset(foreign)
+    if isinstance(outcome, Unexplained):
+        raise failure.cause
+    if isinstance(outcome, LocksMoved):
+        return plan.assumed, outcome.not_ours
     # What other records owned was learnt for a record state that is gone: forget it.
-    item = record.item
+    item = outcome.item
     if item is None and (plan.record.op == "delete" or not plan.assumed.exists):
         # The failed condition implies the record exists; this backend sent no ALL_OLD item.
         item = context.read_stored(instance)

@@ -10,8 +10,9 @@ from pynamodb.constants import ALL_OLD
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
+from .._core.lockitem import OwnerKey
 from .._core.plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
-from .._model.context import OwnerKey, context_of
+from .._model.context import context_of
 from .._model.locks import LockTable
 from .._model.seam import put_kwargs
 from .send import TRANSACT_KINDS, Request
