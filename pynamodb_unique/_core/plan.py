@@ -5,10 +5,8 @@ request; the order of :meth:`Plan.sent` is the order the engine sends, and the o
 ``transact_write_items`` sends a composed transaction in (condition checks, deletes, puts, then
 updates), so ``CancellationReasons[i]`` belongs to ``sent()[i]``.
 
-The value objects made on every write (:class:`Stored`, :class:`Plan` and its actions) are plain
-dataclasses that nothing changes once made (``dataclasses.replace`` makes another): a frozen
-dataclass costs about a microsecond more to build, several times per write. ``sent()`` is cached
-on the plan on that promise.
+Nothing changes a :class:`Stored`, a :class:`Plan` or a plan action once made
+(``dataclasses.replace`` makes another).
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ SentGroup = Literal["check", "delete", "put", "update"]
 SENT_ORDER: Final[tuple[SentGroup, ...]] = ("check", "delete", "put", "update")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stored:
     """What the library believes is stored for one record.
 
@@ -113,11 +111,18 @@ def _in_order(value: Any) -> Any:
     return value
 
 
+def _or_default(value: Any, default: Any) -> Any:
+    """``value`` as a stored item loads it: None or an empty set (stored as no attribute) loads as ``default``."""
+    if value is None or (isinstance(value, (set, frozenset)) and not value):
+        return default
+    return value
+
+
 #: Nothing stored (shared: a Stored is never changed once made).
 ABSENT: Final = Stored(exists=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecordWrite:
     """The write of the record itself, with the library's part of its condition."""
 
@@ -130,7 +135,7 @@ class RecordWrite:
         return self.guard.condition() if self.guard is not None else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Guard:
     """What a record write assumes is stored, as its condition checks it.
 
@@ -228,7 +233,7 @@ class _LockAction:
         return constraint.former.name if self.former and constraint.former is not None else constraint.name
 
 
-@dataclass
+@dataclass(frozen=True)
 class LockPut(_LockAction):
     """Take a value: put its lock on condition that no lock exists, or that this record owns it.
 
@@ -245,7 +250,7 @@ class LockPut(_LockAction):
     former: bool = False
 
 
-@dataclass(init=False)
+@dataclass(frozen=True)
 class LockRelease(_LockAction):
     """Give a value back: delete its lock on condition that this record owns it (or it is gone).
 
@@ -256,18 +261,14 @@ class LockRelease(_LockAction):
     constraint: Constraint
     key: str
     former: bool = False
-    #: How it is sent: a delete, or a put for a hold (an attribute set once, not a property run
-    #: each time it is read: every release is sorted and sent by it).
-    op: SentGroup = field(init=False, compare=False, repr=False)
 
-    def __init__(self, constraint: Constraint, key: str, former: bool = False) -> None:
-        self.constraint = constraint
-        self.key = key
-        self.former = former
-        self.op = "delete" if constraint.hold is None else "put"
+    @property
+    def op(self) -> SentGroup:
+        """How it is sent: a delete, or a put for a hold."""
+        return "delete" if self.constraint.hold is None else "put"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LockNotOurs(_LockAction):
     """Leave a value's lock alone, on condition that it is still not this record's.
 
@@ -285,7 +286,7 @@ class LockNotOurs(_LockAction):
 PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """The actions of one request, and what the record was assumed to hold when planned."""
 
@@ -298,8 +299,6 @@ class Plan:
     keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
     #: The record's expiry after the write, serialized (``{"N": ...}``), which its lock puts carry.
     expires: Mapping[str, Any] | None = field(default=None, compare=False)
-    #: :meth:`sent`'s answer, once asked.
-    _sent: list[PlanAction] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def transactional(self) -> bool:
@@ -307,20 +306,15 @@ class Plan:
         return bool(self.releases or self.puts or self.checks)
 
     def sent(self) -> list[PlanAction]:
-        """The actions in the order they are sent: condition checks, deletes, puts, updates (do not mutate)."""
-        cached = self._sent
-        if cached is None:
-            record = self.record
-            # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
-            deletes: list[PlanAction] = [record] if record.op == "delete" else []
-            puts: list[PlanAction] = [record] if record.op == "put" else []
-            deletes += [release for release in self.releases if release.op == "delete"]
-            puts += [release for release in self.releases if release.op != "delete"]
-            cached = [*self.checks, *deletes, *puts, *self.puts]
-            if record.op == "update":
-                cached.append(record)
-            self._sent = cached
-        return cached
+        """The actions in the order they are sent: condition checks, deletes, puts, updates."""
+        record = self.record
+        # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
+        deletes: list[PlanAction] = [record] if record.op == "delete" else []
+        puts: list[PlanAction] = [record] if record.op == "put" else []
+        deletes += [release for release in self.releases if release.op == "delete"]
+        puts += [release for release in self.releases if release.op != "delete"]
+        updates: list[PlanAction] = [record] if record.op == "update" else []
+        return [*self.checks, *deletes, *puts, *self.puts, *updates]
 
 
 #: How the compare-and-swap checks one attribute: absent, equal to a value, or either when the
@@ -473,16 +467,7 @@ class Planner:
 
         None or an empty set (no value, stored as no attribute) loads as the attribute's fixed default.
         """
-        defaults = self.defaults
-        loaded = {}
-        # No value: None, or an empty set (PynamoDB serializes it as nothing). A loop, not a
-        # comprehension: every write reads its values through here.
-        for name in self.unique_names:
-            value = values.get(name)
-            if value is None or (isinstance(value, (set, frozenset)) and not value):
-                value = defaults.get(name)
-            loaded[name] = value
-        return loaded
+        return {name: _or_default(values.get(name), self.defaults.get(name)) for name in self.unique_names}
 
     @cached_property
     def defaults_hold_locks(self) -> bool:

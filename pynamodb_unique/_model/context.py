@@ -9,6 +9,7 @@ PynamoDB's own methods, overridden.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import decimal
 from collections.abc import Mapping, Sequence
@@ -299,7 +300,7 @@ class ModelContext:
             return Stored(exists=True)
         stored = context.loaded(loaded, item)
         if stored_cls is not self.model:
-            stored.source = context.planner
+            return dataclasses.replace(stored, source=context.planner)
         return stored
 
     def item_view(self, item: Mapping[str, Any]) -> Stored:

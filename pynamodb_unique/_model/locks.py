@@ -106,8 +106,7 @@ class LockCodec:
 
     The expressions are fixed per lock table and owner-key shape, so they are built once; a call
     only fills in the lock key and the owner's values. The result equals what PynamoDB's
-    ``get_operation_kwargs`` builds from the same conditions (a unit test compares them), without
-    its expression machinery on every write.
+    ``get_operation_kwargs`` builds from the same conditions (a unit test compares them).
     """
 
     def __init__(
@@ -181,14 +180,8 @@ class LockCodec:
         item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
         if expires is not None:
             item[self.expires_name] = dict(expires)
-        # _names() and, for one owner, _values() in place: every lock taken comes here.
-        names = {**self._owner_names[len(owner)]}
-        if previous is not None:
-            values = self._values(owner, previous)
-        elif len(owner) == 1:
-            values = {":0": owner[OWNER_HASH]}
-        else:
-            values = {":0": owner[OWNER_HASH], ":1": owner[OWNER_RANGE]}
+        names = self._names(owner)
+        values = self._values(owner) if previous is None else self._values(owner, previous)
         if self.expiring:
             condition = f"({condition} OR #exp < :now)"
             names["#exp"] = self.expires_name

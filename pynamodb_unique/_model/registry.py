@@ -38,8 +38,7 @@ _models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
 #: How many times a model has registered: what was derived from the registry (a model's lock
-#: table, which it may share with models registered since) is stale once it changes. A module
-#: attribute, read without a call on every write.
+#: table, which it may share with models registered since) is stale once it changes.
 registrations = 0
 
 

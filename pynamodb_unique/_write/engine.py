@@ -64,13 +64,9 @@ def violation(context: ModelContext, instance: Model, finding: Finding) -> Viola
 Desire = dict[str, Any] | Callable[[Stored], dict[str, Any]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Intent:
-    """One write as the caller asked for it.
-
-    A plain dataclass, as the plan's are: its fields are read through the instance dictionary
-    like theirs (slots would be code of their own to run on every write).
-    """
+    """One write as the caller asked for it."""
 
     op: RecordOp
     condition: Condition | None
@@ -137,8 +133,6 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         ConditionFailed: the caller's condition or the version check failed.
         StaleWrite: the record kept changing.
     """
-    # Started and ended here, not by a ``with`` around a function of its own: every write runs
-    # this, and each function is code of its own to fetch (from a cold cache, more than it runs).
     watched = _telemetry.watch(METHODS[intent.op], context.model.__name__)
     if watched is not None:
         watched.start()
@@ -152,7 +146,6 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         locks = context.locks(table)
         # A caller's token resent keeps its first request's clock (expiring locks carry the time).
         now = request_clock(base_token) if locks.expiring else None
-        # A counter, not range(): read at each turn, and no range object built on every write.
         step = 0
         while True:
             if step == MAX_PLANS:

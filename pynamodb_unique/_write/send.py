@@ -132,13 +132,9 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
 TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
     """A plan turned into DynamoDB operation arguments, one dict per sent action.
-
-    A plain dataclass, as the plan's are: a named tuple's ``__new__`` goes through code of its
-    own on every write (``tuple.__new__``), and a frozen dataclass's ``__init__`` through
-    ``object.__setattr__``.
 
     Attributes:
         items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
