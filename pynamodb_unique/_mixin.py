@@ -16,7 +16,6 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import MetaModel
 
 from ._core.lockitem import OwnerKey, lock_owner
-from ._core.plan import Stored
 from ._model.configure import configure
 from ._model.context import ModelContext, context_of
 from ._model.registry import register
@@ -151,10 +150,9 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
-        # intent_plan()'s delete, inlined: unknown state, the instance's own values are guessed
-        # (the compare-and-swap checks the guess), and no value is wanted.
-        assumed = context.known(self) or Stored(exists=True, values=context.values(self))
-        return write(context, self, Intent("delete", condition, None, add_version_condition, token, owner), assumed, {})
+        assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
+        intent = Intent("delete", condition, None, add_version_condition, token, owner)
+        return write(context, self, intent, assumed, desire or {})
 
     def validate_unique(self, exclude: Iterable[str] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.

@@ -362,9 +362,8 @@ class ModelContext:
 
     def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
         """Remember what is stored under the instance's key (after a read or a write)."""
-        if key is None:  # self.key(instance), inlined: every write ends here.
-            values = instance.attribute_values
-            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        if key is None:
+            key = self.key(instance)
         object.__setattr__(instance, SNAPSHOT, (key, stored))
 
     def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
@@ -393,8 +392,7 @@ class ModelContext:
         write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
         whatever the instance holds since. A record loaded and never written costs no reading.
         """
-        # Run for every item a get, query or scan loads: self.active() and self.key() inlined.
-        if self.planner.constraints or maintains_locks(self.model):
+        if self.active():
             kept = {}
             for name in self._stored_names:
                 raw = item.get(name)
@@ -403,10 +401,8 @@ class ModelContext:
                     # copied flat; any other (a map, list or set) deeply.
                     flat = len(raw) == 1 and ("S" in raw or "N" in raw or raw.keys() <= _SCALAR_KINDS)
                     kept[name] = raw.copy() if flat else copy.deepcopy(raw)
-            values = instance.attribute_values
-            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
             # A dict, not yet a Stored: known() reads it when first asked.
-            object.__setattr__(instance, SNAPSHOT, (key, kept))
+            object.__setattr__(instance, SNAPSHOT, (self.key(instance), kept))
 
     def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
         """What is stored, if the instance knows it (it was loaded or written under the same key)."""
@@ -414,9 +410,8 @@ class ModelContext:
         if snapshot is None:
             return None
         remembered, stored = snapshot
-        if key is None:  # self.key(instance), inlined: every write of a loaded record asks.
-            values = instance.attribute_values
-            key = values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
+        if key is None:
+            key = self.key(instance)
         if remembered != key:
             return None
         if isinstance(stored, dict):  # A loaded item, not read yet: read as item_view() reads it.
