@@ -4,7 +4,7 @@ A TransactWriteItems is authorized item by item: each ``Put``, ``Update``, ``Del
 ``ConditionCheck`` it holds needs ``PutItem``, ``UpdateItem``, ``DeleteItem`` and
 ``ConditionCheckItem`` on the item's table (``TransactWriteItems`` is no IAM action). The tables
 below say what each path sends to a model's records table and to its lock table;
-tests/test_iam.py records every path's requests and checks them against the policy.
+tests/ops/test_iam_policy.py records every path's requests and checks them against the policy.
 """
 
 from __future__ import annotations

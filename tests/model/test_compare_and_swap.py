@@ -297,7 +297,7 @@ def test_json_condition_attribute_changed_in_place_after_save__one_request(moto_
     ``ModelContext.values`` copies only values whose DynamoDB type is not S/N/B; a JSONAttribute
     is stored as S but holds a dict. After an in-place change the next save() plans "no change",
     its compare-and-swap fails, and it is sent again (PutItem, then TransactWriteItems), where the
-    same change of a MapAttribute goes in one request (tests/test_write_path.py).
+    same change of a MapAttribute goes in one request (tests/model/test_requests_equal_pynamodb.py).
     """
     model = bind_model(JsonedView, MOTO)
     record = model(pk="a", email="a@x.io", meta={"active": True})

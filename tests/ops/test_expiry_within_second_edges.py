@@ -1,4 +1,4 @@
-"""Edge cases of an expiry compared within its whole second (``tests/test_expiry_range.py``), from a review.
+"""Edge cases of an expiry compared within its whole second (``tests/ops/test_expiry_within_second.py``), from a review.
 
 The review of the commit that introduced the check (aa2acd5) found the failures each test's
 docstring describes, as they were then: an overflow at the last second a datetime holds, the

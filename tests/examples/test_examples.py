@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "signup.py"
-README = Path(__file__).resolve().parent.parent / "README.md"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "signup.py"
+README = Path(__file__).resolve().parents[2] / "README.md"
 #: Runs the code on stdin as a script inside moto, as a reader wraps the README's example.
 MOTO_RUNNER = (
     "import sys, moto\n"

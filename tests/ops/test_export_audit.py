@@ -1,6 +1,6 @@
 """audit(export=...): the audit of a DynamoDB export agrees with the live audit, on moto and dynoxide.
 
-Each test damages tables as tests/test_audit.py does, writes an export of them in the real format
+Each test damages tables as tests/ops/test_audit_repair.py does, writes an export of them in the real format
 (tests/_export.py), and compares the two reports: the problems (kind, lock key, values, owner,
 holders, former form), what each problem says of the records involved, and the counts.
 """

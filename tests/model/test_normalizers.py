@@ -35,7 +35,7 @@ from pynamodb_unique import (
 )
 from pynamodb_unique.normalizers import chain, email, skeleton, username
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HANDLE = chain(username, skeleton)
 
 
@@ -249,7 +249,7 @@ class Member(UniqueMixin, Model):
     """A signup with the normalizers the docs recommend."""
 
     class Meta:
-        table_name = "members"
+        table_name = "norm-members"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -305,7 +305,7 @@ class Renamed(UniqueMixin, Model):
     """Handles moving from str.casefold to chain(username, skeleton), as docs/normalizers.md does it."""
 
     class Meta:
-        table_name = "renamed"
+        table_name = "norm-renamed"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -316,7 +316,7 @@ class PlainMember(Model):
     """The same records as a writer without the library leaves them (no locks)."""
 
     class Meta:
-        table_name = "renamed"
+        table_name = "norm-renamed"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)

@@ -1,7 +1,7 @@
 """Edge cases of TTL-aware locks and release holds, found in review; each test once failed.
 
 Each docstring says what used to go wrong. Time passing is simulated as in
-tests/test_expiry.py: an expiry in the past written into a stored item.
+tests/model/test_expiry.py: an expiry in the past written into a stored item.
 """
 
 from __future__ import annotations

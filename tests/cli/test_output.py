@@ -17,7 +17,7 @@ from _backends import Backend, unique_table_name
 from _damage import ADA_TWIN, EXPECTED, all_items, bind_accounts, damage, put_record
 from click.testing import CliRunner, Result
 from pynamodb.exceptions import ScanError
-from test_cli import _run, _write_module, user_model  # noqa: F401 - user_model is a fixture used here.
+from test_commands import _run, _write_module, user_model  # noqa: F401 - user_model is a fixture used here.
 
 from pynamodb_unique import cli as cli_module
 from pynamodb_unique import explain

@@ -15,7 +15,7 @@ from _backends import Backend, RequestCounter, bind_model
 from _invariant import actual_locks, raw_items
 from flask.testing import FlaskClient
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "web.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "web.py"
 
 
 def _load() -> ModuleType:

@@ -1,6 +1,6 @@
 """The audit, repair, streams, migrations and TransactWrite read records as PynamoDB loads them.
 
-The write path (tests/test_stored_view.py) takes an absent attribute as its fixed default, a
+The write path (tests/model/test_compare_and_swap.py) takes an absent attribute as its fixed default, a
 callable default as no value, and compares values as DynamoDB stores them. These tests check
 the other readers of stored items against that view, on the edge values the write path handles:
 raw ``MapAttribute`` conditions, ``JSONAttribute`` text written by another writer, attributes

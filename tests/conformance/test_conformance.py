@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from conformance.harness import EXPECTED_REWRITES, Comparison, compare, compare_integration, dynoxide_binary, extract
 
 #: PynamoDB 6.1.0's unit tests (everything but ``tests/integration``).
