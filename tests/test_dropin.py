@@ -7,6 +7,7 @@ under test here, and PynamoDB's discriminator map refuses registering a value tw
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from pynamodb.attributes import (
 )
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite as PynamoTransactWrite
 
 from pynamodb_unique import (
     ConditionFailed,
@@ -763,3 +765,29 @@ def test_no_constraint__transact_write__as_pynamodb(backend: Backend) -> None:
         sent.append((call.operation, items))
     assert sent[0] == sent[1]
     assert sent[0][0] == "TransactWriteItems"
+
+
+def test_no_constraint__transact_write_without_token__same_bytes_as_pynamodb(backend: Backend) -> None:
+    """Without constraints or a caller's token, the library's TransactWrite sends PynamoDB's exact body.
+
+    PynamoDB sends no token of its own; botocore fills one in (a fresh UUID each time), which
+    both bodies must carry in the same place.
+    """
+    thing, plain = _things(backend)
+    botocore_token = re.compile(rb'"ClientRequestToken": "[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"')
+    for model in (thing, plain):
+        model(id=1, seq=1, count=1).save()
+        connection = model._get_connection().connection
+        bodies = []
+        for transaction in (PynamoTransactWrite, TransactWrite):
+            with RequestCounter(model) as counter, transaction(connection=connection) as tx:
+                tx.condition_check(model, 1, 4, condition=model.count.does_not_exist())  # type: ignore[attr-defined]
+                tx.update(model(id=1, seq=1), actions=[model.count.set(2)])  # type: ignore[attr-defined]
+                tx.save(model(id=1, seq=2, count=3))
+                tx.delete(model(id=1, seq=3))
+            (call,) = counter.calls
+            assert call.operation == "TransactWriteItems"
+            body, tokens = botocore_token.subn(b'"ClientRequestToken": "?"', call.body)
+            assert tokens == 1
+            bodies.append(body)
+        assert bodies[1] == bodies[0]
