@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from pynamodb.exceptions import CancellationReason
+from pynamodb.models import Model
 
 from . import _telemetry
 from ._context import ModelContext, OwnerKey, updated_image
@@ -33,7 +34,6 @@ from .exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
-    from pynamodb.models import Model
 
 #: How many plans one operation may send: the first, then at most three re-plans.
 MAX_PLANS: Final = 4
@@ -272,7 +272,9 @@ def plain_update_request(context: ModelContext, instance: Model, intent: Intent)
     if context.planner.discriminator is None and not context.planner.versioned:
         return Request([update_item(context, instance, intent.condition, intent.actions or ())], "UpdateItem")
     if context.planner.discriminator is None:
-        kwargs = instance.get_update_kwargs_from_instance(
+        # PynamoDB's own builder: the mixin refuses the instance's (PynamoDB's TransactWrite calls it).
+        kwargs = Model.get_update_kwargs_from_instance(
+            instance,
             actions=list(intent.actions or ()),
             condition=intent.condition,
             add_version_condition=intent.add_version_condition,

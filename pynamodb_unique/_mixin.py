@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
-from pynamodb.models import MetaModel
+from pynamodb.models import MetaModel, Model
 
 from ._configure import configure
 from ._context import ModelContext, OwnerKey, context_of
@@ -24,7 +24,28 @@ from ._reads import UniqueReads
 from ._registry import register
 from ._send import check_token
 from ._validate import validate_unique
-from .exceptions import InvalidUniqueValue
+from .exceptions import InvalidUniqueValue, UniqueError
+
+
+def _refuse_builder(instance: Model, builder: str) -> None:
+    """Refuse a per-instance request builder of a model that keeps locks: its request writes none.
+
+    PynamoDB's ``TransactWrite`` builds its items with these builders; the library's own
+    writes call PynamoDB's builders directly, with the locks beside them.
+
+    Raises:
+        UniqueError: the model's writes move locks.
+    """
+    context = context_of(type(instance))
+    if context is None or context.active() is None:
+        return
+    msg = (
+        f"{type(instance).__name__}.{builder}() is refused: the request it builds (as "
+        "pynamodb.transactions.TransactWrite builds its items) writes the record without its unique "
+        "locks; use pynamodb_unique.TransactWrite instead (the same methods, with the locks in the "
+        "same transaction)"
+    )
+    raise UniqueError(msg)
 
 
 class _UniqueModelMeta(MetaModel):
@@ -155,6 +176,57 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         # (the compare-and-swap checks the guess), and no value is wanted.
         assumed = context.known(self) or Stored(exists=True, values=context.values(self))
         return write(context, self, Intent("delete", condition, None, add_version_condition, token, owner), assumed, {})
+
+    def get_save_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+    ) -> dict[str, Any]:
+        """PynamoDB's PutItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not.
+        """
+        _refuse_builder(self, "get_save_kwargs_from_instance")
+        return super().get_save_kwargs_from_instance(condition, return_values_on_condition_failure)
+
+    def get_update_kwargs_from_instance(
+        self,
+        actions: list[Action],
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """PynamoDB's UpdateItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not.
+        """
+        _refuse_builder(self, "get_update_kwargs_from_instance")
+        return super().get_update_kwargs_from_instance(
+            actions,
+            condition,
+            return_values_on_condition_failure,
+            add_version_condition=add_version_condition,
+        )
+
+    def get_delete_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """PynamoDB's DeleteItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not release.
+        """
+        _refuse_builder(self, "get_delete_kwargs_from_instance")
+        return super().get_delete_kwargs_from_instance(
+            condition, return_values_on_condition_failure, add_version_condition=add_version_condition
+        )
 
     def validate_unique(self, exclude: Iterable[str] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pynamodb.constants import ALL_OLD, RETURN_VALUES_ON_CONDITION_FAILURE
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action, Update
+from pynamodb.models import Model
 
 from ._context import OwnerKey, context_of
 from ._locks import LockTable
@@ -17,8 +18,6 @@ from ._pynamodb import put_kwargs
 from ._send import TRANSACT_KINDS, Request
 
 if TYPE_CHECKING:
-    from pynamodb.models import Model
-
     from ._context import ModelContext
 
 #: Value placeholders ``:0``, ``:1``... of a guard's condition, numbered as its values come.
@@ -207,16 +206,21 @@ def record_kwargs(
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
+    # PynamoDB's own builders: the mixin refuses the instance's (PynamoDB's TransactWrite calls them).
     if write.op == "update":
-        return instance.get_update_kwargs_from_instance(
+        return Model.get_update_kwargs_from_instance(
+            instance,
             # The builder appends the version action to the list it is given: pass a copy.
             actions=list(actions or ()),
             condition=condition,
             return_values_on_condition_failure=ALL_OLD,
             add_version_condition=add_version_condition,
         )
-    return instance.get_delete_kwargs_from_instance(
-        condition=condition, return_values_on_condition_failure=ALL_OLD, add_version_condition=add_version_condition
+    return Model.get_delete_kwargs_from_instance(
+        instance,
+        condition=condition,
+        return_values_on_condition_failure=ALL_OLD,
+        add_version_condition=add_version_condition,
     )
 
 

@@ -28,16 +28,16 @@ STATES = [
 def _slow(instance: Any, op: str, condition: Any, actions: list[Action] | None = None) -> dict[str, Any]:
     """What PynamoDB's own builder makes of the same condition (and update actions)."""
     if op == "put":
-        built: dict[str, Any] = instance.get_save_kwargs_from_instance(
-            condition=condition, return_values_on_condition_failure=ALL_OLD
+        built: dict[str, Any] = Model.get_save_kwargs_from_instance(
+            instance, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     elif op == "update":
-        built = instance.get_update_kwargs_from_instance(
-            actions=list(actions or ()), condition=condition, return_values_on_condition_failure=ALL_OLD
+        built = Model.get_update_kwargs_from_instance(
+            instance, actions=list(actions or ()), condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     else:
-        built = instance.get_delete_kwargs_from_instance(
-            condition=condition, return_values_on_condition_failure=ALL_OLD
+        built = Model.get_delete_kwargs_from_instance(
+            instance, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     return built
 

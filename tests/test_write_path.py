@@ -231,8 +231,8 @@ def _planner(model: type[Model]) -> Planner:
 
 def _pynamodb_update(instance: Any, condition: Any, actions: Sequence[Action]) -> dict[str, Any]:
     """PynamoDB's own builder for the same update."""
-    built: dict[str, Any] = instance.get_update_kwargs_from_instance(
-        actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
+    built: dict[str, Any] = Model.get_update_kwargs_from_instance(
+        instance, actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
     )
     return built
 
