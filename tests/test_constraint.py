@@ -39,7 +39,12 @@ def test_define__valid_model__constraints_resolved() -> None:
     ("kwargs", "message"),
     [
         ({"constraints": [UniqueConstraint("nope")]}, "not an attribute"),
-        ({"constraints": [UniqueConstraint("pk")]}, "hash key"),
+        ({"constraints": [UniqueConstraint("pk")]}, "hash key 'pk', which DynamoDB already keeps unique"),
+        ({"constraints": [UniqueConstraint("pk", "x")], "x": UnicodeAttribute()}, "DynamoDB already keeps unique"),
+        (
+            {"constraints": [UniqueConstraint("sk", "pk")], "sk": UnicodeAttribute(range_key=True)},
+            r"key \('pk', 'sk'\), which DynamoDB already keeps unique",
+        ),
         ({"constraints": "email"}, "must be a list"),
         ({"constraints": ["email"]}, "not a UniqueConstraint"),
         ({"constraints": [UniqueConstraint()]}, "names no attribute"),
@@ -66,6 +71,25 @@ def test_define__bad_configuration__clear_error(kwargs: dict[str, Any], message:
     with pytest.raises(UniqueConfigError, match=message) as info:
         _define(**kwargs)
     assert isinstance(info.value, UniqueError)
+
+
+def test_define__hash_key_of_a_table_with_range_key__accepted() -> None:
+    """The hash key alone of a (hash, range) table is no unique key: a constraint may name it."""
+    model = _define(
+        constraints=[UniqueConstraint("pk", name="LATEST", condition=lambda r: r.latest)],
+        sk=UnicodeAttribute(range_key=True),
+        latest=UnicodeAttribute(null=True),
+    )
+    planner = model._uniq_planner  # type: ignore[attr-defined]
+    assert [(c.name, c.attributes) for c in planner.constraints] == [("LATEST", ("pk",))]
+    marked = _define(hash_attr=UniqueAttribute(UnicodeAttribute(hash_key=True)), sk=UnicodeAttribute(range_key=True))
+    assert [c.attributes for c in marked._uniq_planner.constraints] == [("pk",)]  # type: ignore[attr-defined]
+
+
+def test_define__unique_hash_key_of_a_hash_only_table__refused() -> None:
+    """The hash key of a table without range key is the primary key: marking it unique is refused."""
+    with pytest.raises(UniqueConfigError, match="already keeps unique"):
+        _define(hash_attr=UniqueAttribute(UnicodeAttribute(hash_key=True)))
 
 
 @pytest.mark.parametrize("attribute", [UnicodeSetAttribute, NumberSetAttribute, JSONAttribute])
