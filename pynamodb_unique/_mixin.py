@@ -8,20 +8,22 @@ relative's) is PynamoDB's own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
-from pynamodb.models import MetaModel, Model
+from pynamodb.models import Model
 
-from ._configure import configure
+from ._configure import configure, declared, defined_attributes
+from ._constraint import Constraint
 from ._context import ModelContext, OwnerKey, context_of
 from ._engine import Intent, intent_plan, plain_update, write
 from ._locks import lock_owner
 from ._plan import Stored
 from ._reads import UniqueReads
-from ._registry import register
+from ._registry import Pending, register
 from ._send import check_token
 from ._validate import validate_unique
 from .exceptions import InvalidUniqueValue, UniqueError
@@ -48,38 +50,51 @@ def _refuse_builder(instance: Model, builder: str) -> None:
     raise UniqueError(msg)
 
 
-class _UniqueModelMeta(MetaModel):
-    """Builds the model's context once PynamoDB has collected its attributes."""
-
-    def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
-        super().__init__(name, bases, namespace, discriminator)
-        planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
-        cls._uniq_planner = planner
-        cls._uniq = None if planner is None else ModelContext(cls, planner)  # type: ignore[arg-type] # a Model class.
-        if planner is not None:
-            register(cls)  # type: ignore[arg-type] # cls is a Model class here.
+def _build(model: type[Model], constraints: tuple[Constraint, ...]) -> ModelContext:
+    """A model's context, on its first use, from the constraints checked when it was defined."""
+    return ModelContext(model, configure(model, constraints))
 
 
-class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
+class UniqueMixin(UniqueReads):
     """Adds unique constraints to a PynamoDB model; place it before ``Model``.
 
     ``save``, ``update`` and ``delete`` write the record and its lock items in one
     TransactWriteItems when a unique value changes, and raise :class:`UniqueViolation` when a
     value is taken. ``scan`` and ``query`` never yield lock items.
+
+    The mixin has no metaclass of its own: a model may use any subclass of PynamoDB's
+    ``MetaModel`` (``class ABCModelMeta(MetaModel, ABCMeta)`` for abstract base models).
     """
 
-    #: The model's context (None for an abstract model); set by the metaclass.
-    _uniq: ClassVar[ModelContext | None] = None
-    #: The model's planner, as the context holds it (kept for tools and tests that plan).
-    _uniq_planner: ClassVar[Any] = None
+    #: The model's context (None for an abstract model): pending until first use.
+    _uniq: ClassVar[ModelContext | Pending | None] = None
     #: What this instance knows of its stored record: (key, stored or the loaded item not yet read), or None.
     _uniq_snapshot: tuple[tuple[Any, ...], Any] | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the model's constraints and register it now; build its context on first use.
+
+        This runs before PynamoDB's metaclass has finished the class: the checks read the
+        attributes as it will collect them, and the context, which needs the finished class (an
+        instance to trace a partial constraint's condition, a polymorphic class's kind), waits.
+
+        Raises:
+            UniqueConfigError: the model cannot keep its constraints.
+        """
+        super().__init_subclass__(**kwargs)
+        constraints = declared(cls, defined_attributes(cls))
+        # Every class's own: a subclass never reads its base's context.
+        cls._uniq = None if constraints is None else Pending(functools.partial(_build, constraints=constraints))
+        if constraints is not None:
+            register(cls, constraints)
+
     def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None, OwnerKey] | None:
         """The context, the checked token and the record's checked owner key; None: PynamoDB's own write."""
-        # The metaclass sets every mixin class's own context; a model with constraints of its
-        # own always moves locks (active() asks the registry only for one without).
+        # Every mixin class holds its own context (pending until first use); a model with
+        # constraints of its own always moves locks (active() asks the registry only for one without).
         context = self._uniq
+        if isinstance(context, Pending):
+            context = context.settle(type(self))
         if context is None or not (context.planner.constraints or context.active()):
             return None
         if token is not None:

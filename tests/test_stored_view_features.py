@@ -23,6 +23,7 @@ from pynamodb_unique import (
     audit,
     inspect,
 )
+from pynamodb_unique._context import context_of
 from pynamodb_unique._plan import Guard, Stored
 from pynamodb_unique._requests import guard_condition
 
@@ -280,7 +281,7 @@ def test_probe_guard_text_cache__matches_pynamodb_serialization(item: dict[str, 
     text cached for one state and reused for another would show here (a resend with the
     caller's token must be byte-identical).
     """
-    context = JsonRm._uniq
+    context = context_of(JsonRm)
     assert context is not None
     planner = context.planner
     for gone_ok in (False, True):

@@ -56,6 +56,7 @@ from pynamodb_unique._plan import (
     RecordWrite,
     Stored,
 )
+from pynamodb_unique._registry import planner_of
 from pynamodb_unique._requests import guard_condition, record_kwargs
 from pynamodb_unique._send import WriteFailed, derive_token, new_token, send_transaction
 
@@ -224,7 +225,7 @@ def _with_locks(model: type[M]) -> type[M]:
 
 
 def _planner(model: type[Model]) -> Planner:
-    planner = model._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(model)
     assert isinstance(planner, Planner)
     return planner
 
