@@ -1,63 +1,99 @@
 """``UniqueMixin``: PynamoDB's write methods, keeping lock items and unique values in step.
 
 The mixin only overrides PynamoDB's public methods; a model's facts live in its
-:class:`~pynamodb_unique._context.ModelContext` (``Model._uniq``) and every write runs through
-:mod:`pynamodb_unique._engine`. A model without constraints (its own, inherited or a polymorphic
+:class:`~pynamodb_unique._model.context.ModelContext` (``Model._uniq``) and every write runs through
+:mod:`pynamodb_unique._write.engine`. A model without constraints (its own, inherited or a polymorphic
 relative's) is PynamoDB's own.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
-from pynamodb.models import MetaModel
+from pynamodb.models import Model
 
+from ._core.constraint import Constraint
 from ._core.lockitem import OwnerKey, lock_owner
-from ._model.configure import configure
+from ._model.configure import configure, declared, defined_attributes
 from ._model.context import ModelContext, context_of
-from ._model.registry import register
+from ._model.registry import Pending, register
 from ._ops.reads import UniqueReads
 from ._ops.validate import validate_unique
 from ._write.engine import Intent, intent_plan, plain_update, write
 from ._write.send import check_token
-from .exceptions import InvalidUniqueValue
+from .exceptions import InvalidUniqueValue, UniqueError
 
 
-class _UniqueModelMeta(MetaModel):
-    """Builds the model's context once PynamoDB has collected its attributes."""
+def _refuse_builder(instance: Model, builder: str) -> None:
+    """Refuse a per-instance request builder of a model that keeps locks: its request writes none.
 
-    def __init__(cls, name: str, bases: Any, namespace: Any, discriminator: Any = None) -> None:  # noqa: N805 - a metaclass.
-        super().__init__(name, bases, namespace, discriminator)
-        planner = configure(cls)  # type: ignore[arg-type] # cls is a Model class here.
-        cls._uniq_planner = planner
-        cls._uniq = None if planner is None else ModelContext(cls, planner)  # type: ignore[arg-type] # a Model class.
-        if planner is not None:
-            register(cls)  # type: ignore[arg-type] # cls is a Model class here.
+    PynamoDB's ``TransactWrite`` builds its items with these builders; the library's own
+    writes call PynamoDB's builders directly, with the locks beside them.
+
+    Raises:
+        UniqueError: the model's writes move locks.
+    """
+    context = context_of(type(instance))
+    if context is None or context.active() is None:
+        return
+    msg = (
+        f"{type(instance).__name__}.{builder}() is refused: the request it builds (as "
+        "pynamodb.transactions.TransactWrite builds its items) writes the record without its unique "
+        "locks; use pynamodb_unique.TransactWrite instead (the same methods, with the locks in the "
+        "same transaction)"
+    )
+    raise UniqueError(msg)
 
 
-class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
+def _build(model: type[Model], constraints: tuple[Constraint, ...]) -> ModelContext:
+    """A model's context, on its first use, from the constraints checked when it was defined."""
+    return ModelContext(model, configure(model, constraints))
+
+
+class UniqueMixin(UniqueReads):
     """Adds unique constraints to a PynamoDB model; place it before ``Model``.
 
     ``save``, ``update`` and ``delete`` write the record and its lock items in one
     TransactWriteItems when a unique value changes, and raise :class:`UniqueViolation` when a
     value is taken. ``scan`` and ``query`` never yield lock items.
+
+    The mixin has no metaclass of its own: a model may use any subclass of PynamoDB's
+    ``MetaModel`` (``class ABCModelMeta(MetaModel, ABCMeta)`` for abstract base models).
     """
 
-    #: The model's context (None for an abstract model); set by the metaclass.
-    _uniq: ClassVar[ModelContext | None] = None
-    #: The model's planner, as the context holds it (kept for tools and tests that plan).
-    _uniq_planner: ClassVar[Any] = None
+    #: The model's context (None for an abstract model): pending until first use.
+    _uniq: ClassVar[ModelContext | Pending | None] = None
     #: What this instance knows of its stored record: (key, stored or the loaded item not yet read), or None.
     _uniq_snapshot: tuple[tuple[Any, ...], Any] | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the model's constraints and register it now; build its context on first use.
+
+        This runs before PynamoDB's metaclass has finished the class: the checks read the
+        attributes as it will collect them, and the context, which needs the finished class (an
+        instance to trace a partial constraint's condition, a polymorphic class's kind), waits.
+
+        Raises:
+            UniqueConfigError: the model cannot keep its constraints.
+        """
+        super().__init_subclass__(**kwargs)
+        constraints = declared(cls, defined_attributes(cls))
+        # Every class's own: a subclass never reads its base's context.
+        cls._uniq = None if constraints is None else Pending(functools.partial(_build, constraints=constraints))
+        if constraints is not None:
+            register(cls, constraints)
+
     def _uniq_begin(self, token: str | None) -> tuple[ModelContext, str | None, OwnerKey] | None:
         """The context, the checked token and the record's checked owner key; None: PynamoDB's own write."""
-        # The metaclass sets every mixin class's own context; a model with constraints of its
-        # own always moves locks (active() asks the registry only for one without).
+        # Every mixin class holds its own context (pending until first use); a model with
+        # constraints of its own always moves locks (active() asks the registry only for one without).
         context = self._uniq
+        if isinstance(context, Pending):
+            context = context.settle(type(self))
         if context is None or not (context.planner.constraints or context.active()):
             return None
         if token is not None:
@@ -153,6 +189,57 @@ class UniqueMixin(UniqueReads, metaclass=_UniqueModelMeta):
         assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
         intent = Intent("delete", condition, None, add_version_condition, token, owner)
         return write(context, self, intent, assumed, desire or {})
+
+    def get_save_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+    ) -> dict[str, Any]:
+        """PynamoDB's PutItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not.
+        """
+        _refuse_builder(self, "get_save_kwargs_from_instance")
+        return super().get_save_kwargs_from_instance(condition, return_values_on_condition_failure)
+
+    def get_update_kwargs_from_instance(
+        self,
+        actions: list[Action],
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """PynamoDB's UpdateItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not.
+        """
+        _refuse_builder(self, "get_update_kwargs_from_instance")
+        return super().get_update_kwargs_from_instance(
+            actions,
+            condition,
+            return_values_on_condition_failure,
+            add_version_condition=add_version_condition,
+        )
+
+    def get_delete_kwargs_from_instance(
+        self,
+        condition: Condition | None = None,
+        return_values_on_condition_failure: str | None = None,
+        *,
+        add_version_condition: bool = True,
+    ) -> dict[str, Any]:
+        """PynamoDB's DeleteItem arguments for this record; refused when the model keeps locks.
+
+        Raises:
+            UniqueError: the model's writes move locks, which this request would not release.
+        """
+        _refuse_builder(self, "get_delete_kwargs_from_instance")
+        return super().get_delete_kwargs_from_instance(
+            condition, return_values_on_condition_failure, add_version_condition=add_version_condition
+        )
 
     def validate_unique(self, exclude: Iterable[str] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.

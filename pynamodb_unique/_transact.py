@@ -60,11 +60,12 @@ class TransactWrite(_PynamoTransactWrite):
 
     ``tx.save(account)``, ``tx.update(account, actions=[...])`` and ``tx.delete(account)`` add the
     record and its lock items next to the caller's other items (other models, condition checks),
-    all under one ClientRequestToken. A lock Put that fails because another record holds the value
-    raises :class:`UniqueViolation`; a failed compare-and-swap or lock release raises
-    :class:`StaleWrite`; a failure of the caller's own items raises PynamoDB's
-    ``TransactWriteError`` as before. Without ``connection``, the transaction uses the connection
-    of the first model added (all its tables must share a region and account).
+    all under one ClientRequestToken; without a unique model in it, the request is PynamoDB's own.
+    A lock Put that fails because another record holds the value raises :class:`UniqueViolation`;
+    a failed compare-and-swap or lock release raises :class:`StaleWrite`; a failure of the
+    caller's own items raises PynamoDB's ``TransactWriteError`` as before. Without
+    ``connection``, the transaction uses the connection of the first model added (all its tables
+    must share a region and account).
     """
 
     def __init__(
@@ -75,10 +76,11 @@ class TransactWrite(_PynamoTransactWrite):
         **kwargs: Any,
     ) -> None:
         given = check_token(client_request_token)
-        #: The token the first commit sends; a re-planned commit sends one derived from it.
+        #: The token the first commit with locks sends; a re-planned commit sends one derived from it.
         self._uniq_base_token = given or new_token()
+        # The caller's token only: without unique models the request is PynamoDB's own, byte for byte.
         super().__init__(
-            client_request_token=self._uniq_base_token,
+            client_request_token=given,
             return_item_collection_metrics=return_item_collection_metrics,
             connection=connection or Connection(),
             **kwargs,
@@ -248,6 +250,9 @@ class TransactWrite(_PynamoTransactWrite):
 
     def _commit_watched(self, what: str, watched: _telemetry.Write | None) -> Any:
         self._plan_entries()
+        if self._uniq_entries and self._uniq_token is None:
+            # Lock moves are resent on conflicts: under one token, a resend never writes twice.
+            set_transaction_token(self, self._uniq_base_token)
         lists = transaction_lists(self)
         callers = {group: list(items) for group, items in lists.items()}
         for step in range(2):

@@ -7,7 +7,11 @@ change and makes, for that one record, the fixes :func:`~pynamodb_unique.repair`
 - a lock the record no longer holds (its record was removed, or its value changed) is deleted,
   on condition that it still names the record as its owner;
 - a lock the record's values call for and that is free is created, owned by the record;
-- a value another record's lock holds is never taken: it is reported in ``left``.
+- a lock naming another record that, read consistently, no longer holds the value (its change
+  away from it comes from another shard, later) is given to the record, on condition that the
+  lock and that record are still as read;
+- a value another record's lock holds, and that record still holds, is never taken: it is
+  reported in ``left``.
 
 The stream's images only say *which* locks to look at and *whether* to look: the decision is
 made from the record and its locks as stored now, read in one strongly consistent BatchGetItem,
@@ -91,7 +95,8 @@ class StreamReport:
         records: stream records of the model's records looked at (others are ignored: other
             tables', lock items, other models' records).
         released: locks deleted (their record no longer holds the value).
-        created: locks created (a free value the record holds had none).
+        created: locks created (a free value the record holds had none), or taken over from a
+            record that no longer holds the value.
         renewed: locks of the record put again as its plain lock: its own release hold (a record
             restored behind the library's back), or a lock whose expiry is not the record's.
         left: what it would not do, and why: a value another record's lock holds (a duplicate
@@ -307,6 +312,7 @@ class _Handler:
     ) -> None:
         """The writes giving the record each lock it holds: create a free one, renew its own, report another's."""
         fields = self.scope_context().fields_of(owner)
+        checked: set[OwnerKey] = set()
         for key, (namespace, model_name) in wanted.items():
             lock = found.get(key)
             holder = lock_owner(lock)
@@ -314,6 +320,16 @@ class _Handler:
                 # Free: absent, or expired (its record expired, its hold ended): anyone may take it.
                 put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT, expires)
                 write.add("put", put, "a lock was created meanwhile")
+                tally.created += 1
+            elif holder is not None and holder != owner and HELD not in lock and (gone := self.gave_up(holder, key)):
+                # The lock names a record that no longer holds the value (its own change away from
+                # it is still on its way, from another shard): the value is this record's, taken
+                # on condition that the lock and that record are still as read.
+                put = self.locks.codec.put_if(key, fields, namespace, model_name, _owner_fields(lock), expires)
+                write.add("put", put, "the lock changed")
+                if holder not in checked:
+                    checked.add(holder)
+                    write.add("check", self.record_check(gone[0], holder, gone[1]), "the other record changed")
                 tally.created += 1
             elif holder == owner:
                 if HELD in lock or self.locks.expiry(lock) != _epoch(expires):
@@ -330,6 +346,21 @@ class _Handler:
                     else "the lock names no owner: run repair"
                 )
                 tally.left.append(Left(event_id, name, owner, key, reason, holder))
+
+    def gave_up(self, holder: OwnerKey, key: str) -> tuple[type[UniqueMixin] | None, dict[str, Any] | None] | None:
+        """How the record a lock names is stored when, read consistently, it no longer holds the value.
+
+        Returns:
+            (its model, its item), (None, None) when it is gone, or None when it still holds
+            the value, or is not one of the model's records (a person decides).
+        """
+        record, _ = self.read(self.scope_context().key_of(holder), [])
+        if record is None:
+            return None, None
+        cls = self.mine(record)
+        if cls is None or key in self.wanted(cls, record):
+            return None
+        return cls, record
 
     @staticmethod
     def expires(model: type[UniqueMixin] | None, item: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -362,10 +393,13 @@ class _Handler:
         """
         groups: tuple[SentGroup, ...] = ("delete", "put")
         writes = [(g, item, m) for g in groups for item, m in zip(write.items[g], write.meanings[g], strict=True)]
-        step = MAX_TRANSACTION_ACTIONS - 1  # Each transaction repeats the record's check.
+        # The checks of other records (whose given-up values are taken) guard every part too.
+        checks = [(check, "the record changed"), *zip(write.items["check"], write.meanings["check"], strict=True)]
+        step = MAX_TRANSACTION_ACTIONS - len(checks)  # Each transaction repeats the checks.
         for start in range(0, len(writes), step):
             part = _Write()
-            part.add("check", check, "the record changed")
+            for item, meaning in checks:
+                part.add("check", item, meaning)
             for group, item, meaning in writes[start : start + step]:
                 part.add(group, item, meaning)
             outcome, _ = self.fixer.send(part)
@@ -412,7 +446,9 @@ def handle(model: type[UniqueMixin], event: Mapping[str, Any]) -> StreamReport:
     - ``INSERT`` / ``MODIFY`` where the locks the images' values imply differ (a unique value
       changed): the record's locks are checked; a free missing lock is created for it
       (``attribute_not_exists``), a lock it no longer holds is deleted (owner-conditioned), a
-      lock another record owns is reported in ``left`` and never taken. A ``MODIFY`` that
+      lock naming another record that no longer holds the value (read consistently: its own
+      event, from another shard, may come later) is taken over, and a lock another record
+      owns and still holds is reported in ``left`` and never taken. A ``MODIFY`` that
       changes no unique value costs no request.
 
     Each decision is made from the record and its locks as stored now (one strongly consistent

@@ -86,10 +86,11 @@ def bind_model(
 
 @dataclass
 class Call:
-    """One DynamoDB API call as sent on the wire (``params`` is the decoded JSON body)."""
+    """One DynamoDB API call as sent on the wire (``params`` is the decoded JSON body, ``body`` its bytes)."""
 
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
+    body: bytes = b""
 
 
 def _client_of(target: Any) -> Any:
@@ -140,8 +141,9 @@ class RequestCounter:
             decoded = json.loads(body)
         except (TypeError, ValueError):
             decoded = {}
+        raw = body if isinstance(body, bytes) else str(body).encode()
         with self._lock:
-            self.calls.append(Call(model.name, decoded))
+            self.calls.append(Call(model.name, decoded, raw))
 
     def _on_send(self, **_: Any) -> None:
         with self._lock:

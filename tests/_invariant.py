@@ -9,6 +9,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique._core.constraint import CONSTRAINT, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from pynamodb_unique._core.keys import LOCK_PREFIX
+from pynamodb_unique._model.registry import planner_of
 
 
 def raw_items(model: type[Model]) -> list[dict[str, Any]]:
@@ -40,7 +41,7 @@ def locks_and_records(model: type[Model]) -> tuple[dict[str, dict[str, Any]], li
 
 def expected_locks(model: type[Model]) -> dict[str, tuple[str, ...]]:
     """Lock key -> owner key that the live records' unique values call for."""
-    planner = model._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(model)
     expected: dict[str, tuple[str, ...]] = {}
     seen: Counter[str] = Counter()
     _, records = locks_and_records(model)

@@ -37,3 +37,21 @@ class Versioned(UniqueMixin, Model):
     handle = UniqueAttribute(UnicodeAttribute(null=True))
     note = UnicodeAttribute(null=True)
     version = VersionAttribute()
+
+
+def is_latest(plugin: Plugin) -> bool:
+    """The condition of ``Plugin``'s partial constraint: only the latest version holds the name."""
+    return plugin.latest == "yes"
+
+
+class Plugin(UniqueMixin, Model):
+    """Versions keyed by (name, version): one latest version per name, a constraint on the hash key."""
+
+    class Meta:
+        table_name = "plugins"
+        region = "us-east-1"
+        unique_constraints = [UniqueConstraint("name", name="LATEST", condition=is_latest)]
+
+    name = UnicodeAttribute(hash_key=True)
+    version = UnicodeAttribute(range_key=True)
+    latest = UnicodeAttribute(null=True)

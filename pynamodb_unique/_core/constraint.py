@@ -581,9 +581,6 @@ def _resolve_one(
             msg = f"{model}: {where} names {attr_name!r}, which is not an attribute of the model"
             raise UniqueConfigError(msg)
         attribute = found_attribute
-        if attribute.is_hash_key:
-            msg = f"{model}: {where} names the hash key {attr_name!r}, which DynamoDB already keeps unique"
-            raise UniqueConfigError(msg)
         if attribute.attr_type not in _KEYABLE_TYPES or isinstance(attribute, JSONAttribute):
             msg = (
                 f"{model}: {where}: {attr_name!r} is a {type(attribute).__name__}; "
@@ -591,6 +588,7 @@ def _resolve_one(
             )
             raise UniqueConfigError(msg)
         model_attributes.append(attribute)
+    _refuse_primary_key(model, attributes, uc.attribute_names, where)
     name = uc.name if uc.name is not None else "_".join(a.upper() for a in uc.attribute_names)
     _check_name(model, name)
     samples = tuple(SAMPLES[a.attr_type] for a in model_attributes)
@@ -616,6 +614,23 @@ def _resolve_one(
         code=uc.code,
         hold=_hold(model, where, uc.hold),
     )
+
+
+def _refuse_primary_key(model: str, attributes: Mapping[str, Attribute[Any]], names: Sequence[str], where: str) -> None:
+    """Refuse a constraint over the whole primary key, which DynamoDB keeps unique already.
+
+    The hash key alone of a table with a range key is no unique key ("one latest version per
+    name" on a table keyed by name and version), and may be constrained.
+
+    Raises:
+        UniqueConfigError: ``names`` include the hash key and, if the table has one, the range key.
+    """
+    keys = [n for n, a in attributes.items() if a.is_hash_key] + [n for n, a in attributes.items() if a.is_range_key]
+    if not keys or not set(keys) <= set(names):
+        return
+    what = f"the hash key {keys[0]!r}" if len(keys) == 1 else f"the table's key ({keys[0]!r}, {keys[1]!r})"
+    msg = f"{model}: {where} names {what}, which DynamoDB already keeps unique"
+    raise UniqueConfigError(msg)
 
 
 def _hold(model: str, where: str, hold: object) -> timedelta | None:

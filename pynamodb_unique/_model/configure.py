@@ -1,13 +1,14 @@
-"""A unique model's configuration, checked once PynamoDB has collected its attributes."""
+"""A unique model's configuration: checked when the class is defined, its planner built on first use."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pynamodb.attributes import TTLAttribute, VersionAttribute
+from pynamodb.attributes import Attribute, TTLAttribute, VersionAttribute
 from pynamodb.constants import STRING
 from pynamodb.models import Model
 
@@ -61,29 +62,34 @@ def _traced(cls: type[Model], constraint: Constraint) -> Constraint:
     return dataclasses.replace(constraint, condition_attributes=traced, former=former)
 
 
-def configure(cls: type[Model]) -> Planner | None:
-    """Check ``cls``'s unique constraints and return its planner; None for a model without keys.
+def defined_attributes(cls: type[Model]) -> dict[str, Attribute[Any]]:
+    """``cls``'s attributes by Python name, collected as PynamoDB's metaclass will collect them.
+
+    For checks while the class is defined (``__init_subclass__``), before PynamoDB's metaclass
+    has filled in ``get_attributes()``.
+    """
+    return dict(inspect.getmembers(cls, lambda member: isinstance(member, Attribute)))
+
+
+def declared(cls: type[Model], attributes: Mapping[str, Attribute[Any]]) -> tuple[Constraint, ...] | None:
+    """Check ``cls``'s unique constraints; return them, or None for a model without keys (abstract).
 
     Raises:
         UniqueConfigError: the model cannot keep its constraints (see the messages).
     """
     model = cls.__name__
     meta = getattr(cls, "Meta", None)
-    attributes = cls.get_attributes()
     constraints = resolve_constraints(
         model, attributes, getattr(meta, "unique_constraints", None), getattr(meta, "unique_secret", None)
     )
     hash_attribute = next((a for a in attributes.values() if a.is_hash_key), None)
     if hash_attribute is None:
         return None  # An abstract base: its concrete subclasses are checked.
-    range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
-    discriminator = discriminator_of(cls)
-    versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
-    kind = cls if discriminator is not None and discriminator.get_discriminator(cls) is not None else None
     if not constraints:
         # No lock of its own: PynamoDB's key types, and its writes stay PynamoDB's own unless a
         # polymorphic relative keeps locks (see _registry.maintains_locks).
-        return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
+        return constraints
+    range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
     # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here,
     # for a model with constraints of its own (without, its writes are most often PynamoDB's).
     attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
@@ -113,6 +119,22 @@ def configure(cls: type[Model]) -> Planner | None:
             "one TransactWriteItems"
         )
         raise UniqueConfigError(msg)
+    return constraints
+
+
+def configure(cls: type[Model], constraints: tuple[Constraint, ...]) -> Planner:
+    """``cls``'s planner, from the constraints :func:`declared` returned when it was defined.
+
+    Run on the model's first use, once PynamoDB's metaclass has finished the class: a partial
+    constraint's condition is traced on an instance, and a polymorphic class's kind is known.
+    """
+    attributes = cls.get_attributes()
+    hash_attribute = next(a for a in attributes.values() if a.is_hash_key)
+    discriminator = discriminator_of(cls)
+    versioned = any(isinstance(a, VersionAttribute) for a in attributes.values())
+    kind = cls if discriminator is not None and discriminator.get_discriminator(cls) is not None else None
+    if not constraints:
+        return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
     traced = tuple(_traced(cls, c) for c in constraints)
     ttl = next((name for name, a in attributes.items() if isinstance(a, TTLAttribute)), None)
     return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned, ttl)

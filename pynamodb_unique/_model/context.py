@@ -1,6 +1,6 @@
 """One object per unique model: its facts read once, and what an instance knows of its record.
 
-The mixin's metaclass builds a :class:`ModelContext` for each concrete model and keeps it as the
+The mixin builds a :class:`ModelContext` for each concrete model on its first use and keeps it as the
 class attribute ``_uniq``; an instance's knowledge of its stored record lives in the instance
 attribute ``_uniq_snapshot``. Those two names are all the library adds to a user's model besides
 PynamoDB's own methods, overridden.
@@ -51,8 +51,8 @@ _IMMUTABLE: Final = frozenset(
 
 
 def context_of(model: type[Any]) -> ModelContext | None:
-    """The context the mixin's metaclass built for ``model`` (None: not a concrete unique model)."""
-    context = getattr(model, "_uniq", None)
+    """``model``'s context, built on its first use (None: not a concrete unique model)."""
+    context = _registry.settled(model)
     return context if isinstance(context, ModelContext) else None
 
 
@@ -118,7 +118,7 @@ class ModelContext:
     def read_retry_attempts(self) -> int:
         """``Meta.unique_retry_attempts``: sends of one request before ``TransientError``.
 
-        A write reads it only when a request is to be resent (:func:`~pynamodb_unique._send.send`):
+        A write reads it only when a request is to be resent (:func:`~pynamodb_unique._write.send.send`):
         reading a Meta setting costs more than the rest of a write's handling of its attempts.
         """
         attempts: int = getattr(self.model.Meta, "unique_retry_attempts", RETRY_ATTEMPTS)

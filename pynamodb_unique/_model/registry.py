@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pynamodb.attributes import DiscriminatorAttribute
@@ -82,9 +82,39 @@ def _cached(question: str, model: type[Model], answer: Any) -> bool:
     return value
 
 
+class Pending:
+    """A unique model's context until its first use, when PynamoDB's metaclass has finished the class.
+
+    The mixin has no metaclass of its own, so that it composes with an application's (an
+    abstract base's ``class Meta(MetaModel, ABCMeta)``): its ``__init_subclass__`` runs before
+    PynamoDB's metaclass collects the attributes, and leaves this in the class's ``_uniq``.
+    """
+
+    _lock = threading.RLock()
+
+    def __init__(self, build: Callable[[type[Model]], Any]) -> None:
+        self._build = build
+
+    def settle(self, model: type[Model]) -> Any:
+        """Build ``model``'s context (None: an abstract model) once, and keep it in its ``_uniq``."""
+        with self._lock:
+            current = vars(model).get("_uniq")
+            if current is not self:  # Built meanwhile by another thread.
+                return current
+            built = self._build(model)
+            model._uniq = built  # type: ignore[attr-defined]  # noqa: SLF001 - the mixin's own class attribute.
+            return built
+
+
+def settled(model: type[Model]) -> Any:
+    """``model``'s ``_uniq``: its context, built on first use (None: abstract, or no unique model)."""
+    context = getattr(model, "_uniq", None)
+    return context.settle(model) if isinstance(context, Pending) else context
+
+
 def planner_of(model: type[Model]) -> Planner | None:
-    """The planner the mixin's metaclass gave ``model`` (None: an abstract or non-unique model)."""
-    planner: Planner | None = getattr(model, "_uniq_planner", None)
+    """The planner of ``model``'s context (None: an abstract or non-unique model)."""
+    planner: Planner | None = getattr(settled(model), "planner", None)
     return planner
 
 
@@ -130,15 +160,19 @@ def _check(model: type[Model], other: type[Model], mine: Constraint, theirs: Con
         raise UniqueConfigError(msg)
 
 
-def register(model: type[Model]) -> None:
+def register(model: type[Model], constraints: Sequence[Constraint]) -> None:
     """Record a concrete unique model, after checking its namespaces against its neighbours'.
+
+    Args:
+        model: the model, while its class is being defined.
+        constraints: its constraints, as checked at its definition.
 
     Raises:
         UniqueConfigError: a constraint name clashes with another model's in the same lock table.
     """
     ident = (model.__module__, model.__qualname__, table_id(model))
     locks = lock_table_id(model)
-    mine = namespaces_of(model)
+    mine = (*constraints, *(c.former for c in constraints if c.former is not None))
     global registrations  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
     with _mutex:
         _cache.clear()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 from pynamodb.constants import ALL_NEW, ALL_OLD, ITEM, KEY
+from pynamodb.models import Model
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from pynamodb.exceptions import PynamoDBException
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
-    from pynamodb.models import Model
     from pynamodb.transactions import TransactWrite
 
 
@@ -81,8 +81,9 @@ def put_kwargs(instance: Model, condition: Condition | None, *, add_version_cond
     ``save(add_version_condition=False)`` must not. Replacement: that flag on the public builder.
     """
     if add_version_condition:
-        kwargs: dict[str, Any] = instance.get_save_kwargs_from_instance(
-            condition=condition, return_values_on_condition_failure=ALL_OLD
+        # PynamoDB's own builder: the mixin refuses the instance's (PynamoDB's TransactWrite calls it).
+        kwargs: dict[str, Any] = Model.get_save_kwargs_from_instance(
+            instance, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
         return kwargs
     args, save = instance._get_save_args(condition=condition, add_version_condition=False)

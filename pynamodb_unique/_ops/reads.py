@@ -11,7 +11,7 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from .._core.constraint import OWNER_HASH
-from .._model.context import ModelContext
+from .._model.context import context_of
 from .._model.locks import is_lock_item
 from .._model.registry import holds_locks, maintains_locks
 from ..exceptions import UniqueError
@@ -51,8 +51,7 @@ class UniqueReads(Model):
         if data is not None and OWNER_HASH in data:  # Lock items carry an owner; records seldom do.
             _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
-        # The mixin's metaclass sets every class's own context (None: an abstract model).
-        context: ModelContext | None = getattr(type(instance), "_uniq", None)
+        context = context_of(type(instance))
         if context is not None:
             context.remember_loaded(instance, data)
         return instance
@@ -66,7 +65,7 @@ class UniqueReads(Model):
         if attribute_values is not None and OWNER_HASH in attribute_values:  # Lock items carry an owner.
             _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
-        context: ModelContext | None = getattr(type(self), "_uniq", None)
+        context = context_of(type(self))
         if context is not None:
             context.remember_loaded(self, attribute_values)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
@@ -105,10 +106,13 @@ def scan_pages(
 # value: most of the client's time in a scan. Its items are DynamoDB JSON already, which is what
 # the scan's readers take, so the fetching threads take them as json.loads gives them and let
 # botocore read the rest of the page. A page with binary values is left to botocore (it decodes
-# their base64), and so is every other thread's request on the same client.
+# their base64), and so is every other thread's request on the same client. So is a damaged page
+# (cut short, or not matching its x-amz-crc32 header): botocore's CRC32 check then resends it.
 _PARSE_EVENT: Final = "before-parse.dynamodb.Scan"
 _HANDLER_ID: Final = "pynamodb-unique-scan-items"
 _BINARY: Final = (b'"B"', b'"BS"')
+#: DynamoDB's checksum of a response body, which botocore checks (and resends on a mismatch).
+_CHECKSUM_HEADER: Final = "x-amz-crc32"
 _raw_items = threading.local()
 
 
@@ -122,7 +126,13 @@ def _take_raw_items(response_dict: dict[str, Any], customized_response_dict: dic
         or any(marker in body for marker in _BINARY)
     ):
         return
-    page = json.loads(body)
+    checksum = response_dict.get("headers", {}).get(_CHECKSUM_HEADER)
+    if checksum is not None and str(zlib.crc32(body)) != checksum:
+        return
+    try:
+        page = json.loads(body)
+    except ValueError:
+        return
     items = page.pop("Items", None)
     if items is None:
         return

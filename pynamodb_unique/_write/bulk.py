@@ -231,17 +231,15 @@ def _lock_table(record: _Record) -> str:
     return record.context.locks().table_name
 
 
-def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list[Violation]]]:
-    """Plan every record; the first to claim a value keeps it, later ones are violations now.
+def _prepare(instances: Sequence[object]) -> list[_Record]:
+    """Plan every record.
 
     Raises:
         InvalidUniqueValue: bad input (see :func:`_record`), two instances with one key, or models
             on different endpoints (one transaction spans one region and account).
     """
     records: list[_Record] = []
-    losers: dict[int, list[Violation]] = {}
     keys: set[tuple[str, OwnerKey]] = set()
-    claimed: dict[tuple[str, str], dict[str, Any]] = {}
     where = {(m.Meta.region, m.Meta.host) for m in {type(i) for i in instances if isinstance(i, Model)}}
     if len(where) > 1:
         msg = f"bulk_save() sends one transaction per chunk: every model must share region and host, got {where}"
@@ -253,21 +251,67 @@ def _prepare(instances: Sequence[object]) -> tuple[list[_Record], dict[int, list
             msg = f"bulk_save() got two instances with the key {record.owner} in {key[0]}"
             raise InvalidUniqueValue(msg)
         keys.add(key)
-        puts = [(a, item) for a, item in zip(record.actions, record.items, strict=True) if isinstance(a, LockPut)]
+        records.append(record)
+    return records
+
+
+def _lock_puts(record: _Record) -> list[tuple[LockPut, dict[str, Any]]]:
+    """The record's lock Puts, each with its request item."""
+    return [(a, item) for a, item in zip(record.actions, record.items, strict=True) if isinstance(a, LockPut)]
+
+
+#: A value claimed by a record of the input, by (lock table, lock key): the record and its lock item.
+_Claims = dict[tuple[str, str], tuple[_Record, dict[str, Any]]]
+
+
+def _select(records: list[_Record], claims: _Claims) -> tuple[list[_Record], list[_Record]]:
+    """Split records into those to send now and those claiming a value an earlier one claims.
+
+    The first record to claim a value is sent; a later one waits until it is settled: saved, the
+    value is its and the later one a violation; refused, the value is still free (see :func:`_waited`).
+
+    Args:
+        records: records not settled yet, in input order.
+        claims: filled with the values the records sent now claim.
+    """
+    now: list[_Record] = []
+    waiting: list[_Record] = []
+    for record in records:
+        puts = _lock_puts(record)
         table = _lock_table(record) if puts else ""
-        taken = [(a, claimed[table, a.key]) for a, _ in puts if (table, a.key) in claimed]
-        if taken:
-            assert record.context is not None  # noqa: S101 - only records with locks take values.
-            # What save() would report once the first record holds the value: its lock as the owner,
-            # each constraint once (during a migration a value may be taken under both forms).
-            first = {id(action.constraint): (action, lock) for action, lock in reversed(taken)}
-            found = [Finding("taken", action, lock) for action, lock in reversed(first.values())]
-            losers[index] = [violation(record.context, record.instance, f) for f in found]
+        if any((table, action.key) in claims for action, _ in puts):
+            waiting.append(record)
             continue
         for action, item in puts:
-            claimed[table, action.key] = item["Item"]
-        records.append(record)
-    return records, losers
+            claims[table, action.key] = (record, item["Item"])
+        now.append(record)
+    return now, waiting
+
+
+def _waited(waiting: list[_Record], claims: _Claims, outcomes: _Outcomes) -> list[_Record]:
+    """Settle the records that waited for earlier claimers of their values; return those to send.
+
+    A value an earlier record of the input was saved with makes a violation naming that record, as
+    ``save()`` would report it; the values of an earlier record refused stay free.
+    """
+    again = []
+    for record in waiting:
+        table = _lock_table(record)
+        taken = [
+            (action, claims[table, action.key][1])
+            for action, _ in _lock_puts(record)
+            if (table, action.key) in claims and claims[table, action.key][0].index in outcomes.saved
+        ]
+        if not taken:
+            again.append(record)
+            continue
+        assert record.context is not None  # noqa: S101 - only records with locks take values.
+        # Each constraint once (during a migration a value may be taken under both forms).
+        first = {id(action.constraint): (action, lock) for action, lock in reversed(taken)}
+        found = [Finding("taken", action, lock) for action, lock in reversed(first.values())]
+        outcomes.violations[record.index] = [violation(record.context, record.instance, f) for f in found]
+        _telemetry.violated(outcomes.violations[record.index])
+    return again
 
 
 def _pack(records: Iterable[_Record], run_id: str) -> list[_Chunk]:
@@ -398,8 +442,9 @@ def bulk_save(
 ) -> BulkResult[_M]:
     """Create many new records with their locks, in concurrent TransactWriteItems.
 
-    Values repeated inside the input are found before any request: the first instance to hold one
-    keeps it, later ones become violations naming it as the owner. Each record travels with its
+    Values repeated inside the input are found before any request: the first instance to claim one
+    is sent, later ones wait for it; once it is saved they become violations naming it as the
+    owner (never sent), and if it is refused the value is still free for the next. Each record travels with its
     locks in one transaction of at most 100 actions (and under 4 MB); chunks are sent by up to
     ``max_workers`` threads, each with a ClientRequestToken derived from its content, so running
     the same import again within DynamoDB's 10-minute window replays committed chunks instead of
@@ -412,7 +457,8 @@ def bulk_save(
         instances: new records, of one or several models.
         max_workers: threads sending chunks at once (at least 1).
         progress: called with the number of records each finished chunk settled (records refused
-            before any request count first); the calls add up to the number of instances.
+            as repeating a value an instance saved before them count once it is); the calls add
+            up to the number of instances.
         run_id: folded into every chunk's token. The same records always give the same tokens,
             so importing records again within 10 minutes after deleting them would replay the
             first import (DynamoDB answers success and writes nothing): give each import of
@@ -436,12 +482,16 @@ def bulk_save(
         msg = f"max_workers must be a positive integer, got {max_workers!r}"
         raise ValueError(msg)
     given = list(instances)
-    records, losers = _prepare(given)
-    outcomes = _Outcomes(violations=dict(losers))
-    if losers and progress is not None:
-        progress(len(losers))
-    if records:
-        _run(records, outcomes, max_workers, progress, run_id or "")
+    records = _prepare(given)
+    outcomes = _Outcomes()
+    # In waves: a record claiming a value an earlier record of the input claims waits for it.
+    while records:
+        claims: _Claims = {}
+        now, waiting = _select(records, claims)
+        _run(now, outcomes, max_workers, progress, run_id or "")
+        records = _waited(waiting, claims, outcomes)
+        if progress is not None and len(waiting) > len(records):
+            progress(len(waiting) - len(records))
     _done(outcomes)
     return BulkResult(
         saved=tuple(given[i] for i in sorted(outcomes.saved)),

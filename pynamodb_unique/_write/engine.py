@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from pynamodb.models import Model
+
 from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
 from .._core.outcome import Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
@@ -39,7 +41,6 @@ from .send import (
 if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
-    from pynamodb.models import Model
 
 #: How many plans one operation may send: the first, then at most three re-plans.
 MAX_PLANS: Final = 4
@@ -48,6 +49,7 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
+
 
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
     """The violation a ``taken`` finding means, with the owner read from the lock item."""
@@ -125,7 +127,7 @@ def plan_once(
 def write(context: ModelContext, instance: Model, intent: Intent, assumed: Stored, desire: Desire) -> Any:
     """Plan, send, and re-plan from the stored item when the view was stale (at most ``MAX_PLANS``).
 
-    Traced as one span when a tracer provider is configured (:mod:`pynamodb_unique._telemetry`);
+    Traced as one span when a tracer provider is configured (:mod:`pynamodb_unique._write.telemetry`);
     a watched write counts and logs its requests.
 
     Raises:

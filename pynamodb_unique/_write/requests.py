@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pynamodb.constants import ALL_OLD
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
+from pynamodb.models import Model
 
 from .._core.lockitem import OwnerKey
 from .._core.plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
@@ -18,8 +19,6 @@ from .._model.seam import put_kwargs
 from .send import TRANSACT_KINDS, Request
 
 if TYPE_CHECKING:
-    from pynamodb.models import Model
-
     from .._model.context import ModelContext
 
 #: The single-item operation of each record write.
@@ -68,16 +67,21 @@ def record_kwargs(
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
+    # PynamoDB's own builders: the mixin refuses the instance's (PynamoDB's TransactWrite calls them).
     if write.op == "update":
-        return instance.get_update_kwargs_from_instance(
+        return Model.get_update_kwargs_from_instance(
+            instance,
             # The builder appends the version action to the list it is given: pass a copy.
             actions=list(actions or ()),
             condition=condition,
             return_values_on_condition_failure=ALL_OLD,
             add_version_condition=add_version_condition,
         )
-    return instance.get_delete_kwargs_from_instance(
-        condition=condition, return_values_on_condition_failure=ALL_OLD, add_version_condition=add_version_condition
+    return Model.get_delete_kwargs_from_instance(
+        instance,
+        condition=condition,
+        return_values_on_condition_failure=ALL_OLD,
+        add_version_condition=add_version_condition,
     )
 
 
@@ -148,7 +152,7 @@ def build_request(
         actions: the caller's update actions, for an ``update``.
         add_version_condition: PynamoDB's optimistic-locking switch.
         locks: where the lock items live.
-        now: the request's clock (:func:`~pynamodb_unique._send.request_clock`) when its locks may
+        now: the request's clock (:func:`~pynamodb_unique._write.send.request_clock`) when its locks may
             expire; default: the clock's.
         owner: the record's owner key, when already computed (:meth:`ModelContext.checked_owner`).
     """

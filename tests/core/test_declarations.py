@@ -15,6 +15,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConfigError, UniqueConstraint, UniqueError, UniqueMixin
+from pynamodb_unique._model.registry import planner_of
 
 
 def _define(*, constraints: Any = None, hash_attr: Any = None, **attrs: Any) -> type[Model]:
@@ -31,7 +32,7 @@ def test_define__valid_model__constraints_resolved() -> None:
         a=UnicodeAttribute(null=True),
         b=NumberAttribute(null=True),
     )
-    planner = model._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(model)
     assert [(c.name, c.attributes) for c in planner.constraints] == [("EMAIL", ("email",)), ("A_B", ("a", "b"))]
 
 
@@ -39,7 +40,12 @@ def test_define__valid_model__constraints_resolved() -> None:
     ("kwargs", "message"),
     [
         ({"constraints": [UniqueConstraint("nope")]}, "not an attribute"),
-        ({"constraints": [UniqueConstraint("pk")]}, "hash key"),
+        ({"constraints": [UniqueConstraint("pk")]}, "hash key 'pk', which DynamoDB already keeps unique"),
+        ({"constraints": [UniqueConstraint("pk", "x")], "x": UnicodeAttribute()}, "DynamoDB already keeps unique"),
+        (
+            {"constraints": [UniqueConstraint("sk", "pk")], "sk": UnicodeAttribute(range_key=True)},
+            r"key \('pk', 'sk'\), which DynamoDB already keeps unique",
+        ),
         ({"constraints": "email"}, "must be a list"),
         ({"constraints": ["email"]}, "not a UniqueConstraint"),
         ({"constraints": [UniqueConstraint()]}, "names no attribute"),
@@ -68,6 +74,25 @@ def test_define__bad_configuration__clear_error(kwargs: dict[str, Any], message:
     assert isinstance(info.value, UniqueError)
 
 
+def test_define__hash_key_of_a_table_with_range_key__accepted() -> None:
+    """The hash key alone of a (hash, range) table is no unique key: a constraint may name it."""
+    model = _define(
+        constraints=[UniqueConstraint("pk", name="LATEST", condition=lambda r: r.latest)],
+        sk=UnicodeAttribute(range_key=True),
+        latest=UnicodeAttribute(null=True),
+    )
+    planner = planner_of(model)
+    assert [(c.name, c.attributes) for c in planner.constraints] == [("LATEST", ("pk",))]
+    marked = _define(hash_attr=UniqueAttribute(UnicodeAttribute(hash_key=True)), sk=UnicodeAttribute(range_key=True))
+    assert [c.attributes for c in planner_of(marked).constraints] == [("pk",)]
+
+
+def test_define__unique_hash_key_of_a_hash_only_table__refused() -> None:
+    """The hash key of a table without range key is the primary key: marking it unique is refused."""
+    with pytest.raises(UniqueConfigError, match="already keeps unique"):
+        _define(hash_attr=UniqueAttribute(UnicodeAttribute(hash_key=True)))
+
+
 @pytest.mark.parametrize("attribute", [UnicodeSetAttribute, NumberSetAttribute, JSONAttribute])
 def test_unique_attribute__unsupported_type__refused(attribute: type[Any]) -> None:
     """Sets and documents cannot be keys: refused where they are marked, during class definition."""
@@ -92,7 +117,7 @@ def test_define__too_many_constraints__refused() -> None:
 def test_define__49_constraints__accepted() -> None:
     """49 constraints (1 + 2 x 49 = 99 actions) fit one TransactWriteItems."""
     attrs = {f"a{i}": UniqueAttribute(UnicodeAttribute(null=True)) for i in range(49)}
-    assert len(_define(**attrs)._uniq_planner.constraints) == 49  # type: ignore[attr-defined]
+    assert len(planner_of(_define(**attrs)).constraints) == 49
 
 
 def test_unique_attribute__behaves_as_wrapped() -> None:
@@ -119,6 +144,6 @@ def test_abstract_base__checked_in_subclass() -> None:
 
         pk = UnicodeAttribute(hash_key=True)
 
-    assert Base._uniq_planner is None
-    assert Concrete._uniq_planner is not None
-    assert [c.name for c in Concrete._uniq_planner.constraints] == ["EMAIL"]
+    assert planner_of(Base) is None
+    assert planner_of(Concrete) is not None
+    assert [c.name for c in planner_of(Concrete).constraints] == ["EMAIL"]

@@ -20,8 +20,9 @@ from pynamodb_unique._core.outcome import (
     interpret,
 )
 from pynamodb_unique._core.plan import LockNotOurs, LockPut, LockRelease, PlanAction, RecordWrite
+from pynamodb_unique._model.registry import planner_of
 
-EMAIL, HANDLE = Account._uniq_planner.constraints[:2]
+EMAIL, HANDLE = planner_of(Account).constraints[:2]
 ME, OTHER = ("ACCT#me",), ("ACCT#other",)
 
 RECORD = RecordWrite("put", None)

@@ -8,8 +8,9 @@ import pytest
 from models import Account
 
 from pynamodb_unique._core.plan import LockNotOurs, LockPut, LockRelease, Planner, RecordWrite, Stored
+from pynamodb_unique._model.registry import planner_of
 
-PLANNER = Account._uniq_planner
+PLANNER = planner_of(Account)
 assert isinstance(PLANNER, Planner)
 
 ADA = {"email": "ada@lovelace.io", "username": "ada", "tenant": None, "slug": None}

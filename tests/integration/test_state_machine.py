@@ -32,6 +32,7 @@ from pynamodb.attributes import UnicodeAttribute
 from pynamodb.expressions.update import Action
 
 from pynamodb_unique import ConditionFailed, Former, StaleWrite, UniqueAttribute, UniqueViolation
+from pynamodb_unique._model.registry import planner_of
 
 PKS = ("A", "B", "C")
 EMAILS = ("a@x", "b@x", "B@X")
@@ -452,12 +453,12 @@ def _run(model: type[Account], constraints: tuple[Constraint, ...], examples: in
 
 def test_state_machine__model_predicts_every_outcome(backend: Backend) -> None:
     """Random create/save/update/delete/overwrite/stale sequences: each outcome is as the model says."""
-    assert [c.name for c in Account._uniq_planner.constraints] == [c.name for c in PLAIN]  # type: ignore[attr-defined]
+    assert [c.name for c in planner_of(Account).constraints] == [c.name for c in PLAIN]
     _run(bind_model(Account, backend), PLAIN, _examples(backend.name), backend.name)
 
 
 def test_state_machine__during_a_migration__both_forms_kept(backend: Backend) -> None:
     """The same sequences while two constraints keep their former forms: both forms' locks, one violation each."""
     model = bind_model(MigratingAccount, backend)
-    assert [c.name for c in model._uniq_planner.constraints] == [c.name for c in MIGRATING]  # type: ignore[attr-defined]
+    assert [c.name for c in planner_of(model).constraints] == [c.name for c in MIGRATING]
     _run(model, MIGRATING, _examples(backend.name, MIGRATING_EXAMPLES), f"{backend.name}, migrating")

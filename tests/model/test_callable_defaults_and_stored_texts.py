@@ -24,6 +24,7 @@ from pynamodb_unique import (
     inspect,
 )
 from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._model.context import context_of
 from pynamodb_unique._write.requests import guard_condition
 
 MOTO = Backend("moto", None)
@@ -280,7 +281,7 @@ def test_probe_guard_text_cache__matches_pynamodb_serialization(item: dict[str, 
     text cached for one state and reused for another would show here (a resend with the
     caller's token must be byte-identical).
     """
-    context = JsonRm._uniq
+    context = context_of(JsonRm)
     assert context is not None
     planner = context.planner
     for gone_ok in (False, True):

@@ -533,8 +533,8 @@ def test_guard__defaulted_value__absent_or_equal__as_pynamodb_serializes_it(moto
         plan = planner.write("update", stored, {**stored.values, **context.update_changes(actions)})
         condition = plan.record.condition
         built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
-        pynamodb: dict[str, Any] = instance.get_update_kwargs_from_instance(
-            actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
+        pynamodb: dict[str, Any] = Model.get_update_kwargs_from_instance(
+            instance, actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
         )
         assert built == pynamodb
         assert expected in built["ConditionExpression"]

@@ -7,11 +7,13 @@ under test here, and PynamoDB's discriminator map refuses registering a value tw
 from __future__ import annotations
 
 import json
+import re
+from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import pytest
 from _backends import REGION, Backend, RequestCounter, bind_model, unique_table_name
-from _invariant import raw_items
+from _invariant import actual_locks, assert_invariant, raw_items
 from botocore.exceptions import ClientError
 from models import Account, Versioned
 from pynamodb.attributes import (
@@ -23,7 +25,8 @@ from pynamodb.attributes import (
     VersionAttribute,
 )
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
-from pynamodb.models import Model
+from pynamodb.models import MetaModel, Model
+from pynamodb.transactions import TransactWrite as PynamoTransactWrite
 
 from pynamodb_unique import (
     ConditionFailed,
@@ -763,3 +766,66 @@ def test_no_constraint__transact_write__as_pynamodb(backend: Backend) -> None:
         sent.append((call.operation, items))
     assert sent[0] == sent[1]
     assert sent[0][0] == "TransactWriteItems"
+
+
+def test_no_constraint__transact_write_without_token__same_bytes_as_pynamodb(backend: Backend) -> None:
+    """Without constraints or a caller's token, the library's TransactWrite sends PynamoDB's exact body.
+
+    PynamoDB sends no token of its own; botocore fills one in (a fresh UUID each time), which
+    both bodies must carry in the same place.
+    """
+    thing, plain = _things(backend)
+    botocore_token = re.compile(rb'"ClientRequestToken": "[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"')
+    for model in (thing, plain):
+        model(id=1, seq=1, count=1).save()
+        connection = model._get_connection().connection
+        bodies = []
+        for transaction in (PynamoTransactWrite, TransactWrite):
+            with RequestCounter(model) as counter, transaction(connection=connection) as tx:
+                tx.condition_check(model, 1, 4, condition=model.count.does_not_exist())  # type: ignore[attr-defined]
+                tx.update(model(id=1, seq=1), actions=[model.count.set(2)])  # type: ignore[attr-defined]
+                tx.save(model(id=1, seq=2, count=3))
+                tx.delete(model(id=1, seq=3))
+            (call,) = counter.calls
+            assert call.operation == "TransactWriteItems"
+            body, tokens = botocore_token.subn(b'"ClientRequestToken": "?"', call.body)
+            assert tokens == 1
+            bodies.append(body)
+        assert bodies[1] == bodies[0]
+
+
+class ABCModelMeta(MetaModel, ABCMeta):
+    """An application's own PynamoDB metaclass, for abstract base models (a common pattern)."""
+
+
+def test_app_metaclass__abstract_base__mixin_composes(backend: Backend) -> None:
+    """An abstract base with the app's metaclass takes the mixin; its concrete subclass keeps its values unique."""
+
+    class Base(UniqueMixin, Model, metaclass=ABCModelMeta):
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+
+        @abstractmethod
+        def kind(self) -> str:
+            """Each concrete model names its kind."""
+
+    class Member(Base):
+        Meta = _meta(unique_table_name("member"), backend)
+        email = UniqueAttribute(UnicodeAttribute(null=True), normalize=str.casefold)
+
+        def kind(self) -> str:
+            return "member"
+
+    assert isinstance(Member, ABCModelMeta)
+    with pytest.raises(TypeError, match="abstract"):
+        Base(pk="x")  # type: ignore[abstract]
+    Member.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    ada = Member(pk="A", email="ada@x.io")
+    ada.save()
+    with pytest.raises(UniqueViolation) as info:
+        Member(pk="B", email="ADA@x.io").save()
+    assert [(v.constraint, v.owner) for v in info.value.violations] == [("EMAIL", ("A",))]
+    assert_invariant(Member)
+    ada.delete()
+    Member(pk="B", email="ADA@x.io").save()
+    assert actual_locks(Member) == {"UNIQ#EMAIL#ada@x.io": ("B",)}
+    assert_invariant(Member)

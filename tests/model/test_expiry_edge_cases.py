@@ -283,9 +283,9 @@ def test_bulk_save__token_of_the_same_records_changes_with_the_clock(sessions: t
     and a rerun of an import after a crash is not replayed (it is cancelled and re-checked).
     """
     expiry = _in(1)
-    first, _ = _bulk._prepare([sessions(pk="S#1", email="ada@lovelace.io", expires=expiry)])
+    first = _bulk._prepare([sessions(pk="S#1", email="ada@lovelace.io", expires=expiry)])
     time.sleep(1.1)
-    again, _ = _bulk._prepare([sessions(pk="S#1", email="ada@lovelace.io", expires=expiry)])
+    again = _bulk._prepare([sessions(pk="S#1", email="ada@lovelace.io", expires=expiry)])
     assert _bulk._pack(first, "run")[0].token == _bulk._pack(again, "run")[0].token
 
 

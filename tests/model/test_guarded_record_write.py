@@ -14,6 +14,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
 from pynamodb_unique._core.plan import Stored
+from pynamodb_unique._model.registry import planner_of
 from pynamodb_unique._write.requests import record_kwargs
 
 STATES = [
@@ -28,16 +29,16 @@ STATES = [
 def _slow(instance: Any, op: str, condition: Any, actions: list[Action] | None = None) -> dict[str, Any]:
     """What PynamoDB's own builder makes of the same condition (and update actions)."""
     if op == "put":
-        built: dict[str, Any] = instance.get_save_kwargs_from_instance(
-            condition=condition, return_values_on_condition_failure=ALL_OLD
+        built: dict[str, Any] = Model.get_save_kwargs_from_instance(
+            instance, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     elif op == "update":
-        built = instance.get_update_kwargs_from_instance(
-            actions=list(actions or ()), condition=condition, return_values_on_condition_failure=ALL_OLD
+        built = Model.get_update_kwargs_from_instance(
+            instance, actions=list(actions or ()), condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     else:
-        built = instance.get_delete_kwargs_from_instance(
-            condition=condition, return_values_on_condition_failure=ALL_OLD
+        built = Model.get_delete_kwargs_from_instance(
+            instance, condition=condition, return_values_on_condition_failure=ALL_OLD
         )
     return built
 
@@ -52,7 +53,7 @@ def _update_actions(accounts: Any, email: str) -> list[Action]:
 def test_guarded_write__equals_pynamodb_builder(moto_backend: None, stored: Stored, op: str) -> None:
     """Twice per shape (compiled, then cached), with other values the second time."""
     accounts = bind_model(Account, Backend("moto", None))
-    planner = accounts._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(accounts)
     for email in ("ada@x.io", "bob@y.io"):
         instance = accounts(pk=f"ACCT#{email}", email=email, username="ada")
         values = {**stored.values, "email": email} if stored.exists else {}
@@ -67,7 +68,7 @@ def test_guarded_write__equals_pynamodb_builder(moto_backend: None, stored: Stor
 def test_guarded_update__equals_pynamodb_builder(moto_backend: None, stored: Stored) -> None:
     """An update's actions share the guard's placeholders as PynamoDB numbers them (compiled, then cached)."""
     accounts = bind_model(Account, Backend("moto", None))
-    planner = accounts._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(accounts)
     for email in ("ada@x.io", "bob@y.io"):
         instance = accounts(pk=f"ACCT#{email}", email=email, username="ada")
         assumed = Stored(exists=stored.exists, values=dict(stored.values))
@@ -94,7 +95,7 @@ def test_guarded_write__polymorphic_class_in_condition(moto_backend: None) -> No
         pass
 
     Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    planner = Cat._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(Cat)
     cat = Cat(pk="c1", name="tom")
     for op in ("put", "delete"):
         assumed = Stored(exists=True, values={"name": "tom"})
@@ -120,7 +121,7 @@ def test_guarded_delete__more_values_than_placeholder_table__equals_pynamodb_bui
     }
     wide: Any = type("Wide", (UniqueMixin, Model), namespace)
     instance = wide(pk="w1")
-    plan = wide._uniq_planner.delete(Stored(exists=True, values=dict.fromkeys(names)))
+    plan = planner_of(wide).delete(Stored(exists=True, values=dict.fromkeys(names)))
     built = record_kwargs(instance, plan.record, None, None, add_version_condition=True)
     assert len(built["ExpressionAttributeValues"]) == 70
     assert built == _slow(instance, "delete", plan.record.condition)

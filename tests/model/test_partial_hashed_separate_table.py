@@ -21,6 +21,7 @@ from pynamodb_unique import (
     UniqueViolation,
     create_lock_table,
 )
+from pynamodb_unique._model.registry import planner_of
 
 SECRET = b"test-secret-32-bytes-long-000000"
 
@@ -78,7 +79,7 @@ def _lock_keys(model: type[Model]) -> set[str]:
 
 def test_partial__condition_traced() -> None:
     """The attributes a condition reads are found without being declared."""
-    planner = Member._uniq_planner
+    planner = planner_of(Member)
     assert planner is not None
     by_name = {c.name: c for c in planner.constraints}
     assert by_name["ACTIVE_HANDLE"].condition_attributes == ("status",)
@@ -147,7 +148,7 @@ def test_partial__undeclared_read__clear_error() -> None:
         note = UnicodeAttribute(null=True)
 
     with pytest.raises(UniqueConfigError, match="condition_attributes"):
-        Flaky._uniq_planner.keys({"handle": "h", "status": "x"})  # type: ignore[union-attr]
+        planner_of(Flaky).keys({"handle": "h", "status": "x"})  # type: ignore[union-attr]
 
 
 def test_hashed__keys_hide_values_and_collide(members: type[Member]) -> None:
@@ -187,7 +188,7 @@ def test_hashed__secret_callable_and_rotation_changes_keys() -> None:
         pk = UnicodeAttribute(hash_key=True)
         phone = UniqueAttribute(UnicodeAttribute(), hashed=True)
 
-    planner = Rotating._uniq_planner
+    planner = planner_of(Rotating)
     assert planner is not None
     first = planner.keys({"phone": "1"})["PHONE"]
     secrets[0] = b"two"

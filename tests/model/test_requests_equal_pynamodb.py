@@ -56,6 +56,7 @@ from pynamodb_unique._core.plan import (
     RecordWrite,
     Stored,
 )
+from pynamodb_unique._model.registry import planner_of
 from pynamodb_unique._write.requests import guard_condition, record_kwargs
 from pynamodb_unique._write.send import WriteFailed, derive_token, new_token, send_transaction
 
@@ -224,15 +225,15 @@ def _with_locks(model: type[M]) -> type[M]:
 
 
 def _planner(model: type[Model]) -> Planner:
-    planner = model._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(model)
     assert isinstance(planner, Planner)
     return planner
 
 
 def _pynamodb_update(instance: Any, condition: Any, actions: Sequence[Action]) -> dict[str, Any]:
     """PynamoDB's own builder for the same update."""
-    built: dict[str, Any] = instance.get_update_kwargs_from_instance(
-        actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
+    built: dict[str, Any] = Model.get_update_kwargs_from_instance(
+        instance, actions=list(actions), condition=condition, return_values_on_condition_failure=ALL_OLD
     )
     return built
 

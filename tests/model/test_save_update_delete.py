@@ -9,15 +9,17 @@ from typing import Any
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _invariant import actual_locks, assert_invariant, raw_items
-from models import Account, Versioned
+from models import Account, Plugin, Versioned
 from pynamodb.exceptions import PutError
 from pynamodb.expressions.operand import Path
 
 from pynamodb_unique import (
     ConditionFailed,
     InvalidUniqueValue,
+    TransactWrite,
     UniqueError,
     UniqueViolation,
+    audit,
 )
 
 ADA_KEY = "UNIQ#EMAIL#ada@lovelace.io"
@@ -400,3 +402,32 @@ def test_delete__foreign_lock__left_to_its_owner_checked_atomically(accounts: ty
     assert second[0]["ConditionCheck"]["Key"]["PK"]["S"] == ADA_KEY
     assert actual_locks(accounts) == {ADA_KEY: ("ACCT#other", "PROFILE")}
     assert [i["PK"]["S"] for i in raw_items(accounts)] == [ADA_KEY]
+
+
+def test_hash_key_constraint__one_latest_version_per_name__locks_follow(backend: Backend) -> None:
+    """A partial constraint on the hash key of a (hash, range) table: one latest version per name."""
+    plugins = bind_model(Plugin, backend)
+    v1 = plugins(name="calc", version="1", latest="yes")
+    v1.save()
+    plugins(name="draw", version="1", latest="yes").save()
+    assert actual_locks(plugins) == {"UNIQ#LATEST#calc": ("calc", "1"), "UNIQ#LATEST#draw": ("draw", "1")}
+    with pytest.raises(UniqueViolation) as info:
+        plugins(name="calc", version="2", latest="yes").save()
+    assert [(v.constraint, v.owner) for v in info.value.violations] == [("LATEST", ("calc", "1"))]
+    v2 = plugins(name="calc", version="2")
+    v2.save()
+    assert_invariant(plugins)
+    # The latest version changes: v1 gives the name up and v2 takes it, in one transaction.
+    with TransactWrite(connection=plugins._get_connection().connection) as tx:
+        tx.update(v1, actions=[plugins.latest.remove()])
+        tx.update(v2, actions=[plugins.latest.set("yes")])
+    assert actual_locks(plugins) == {"UNIQ#LATEST#calc": ("calc", "2"), "UNIQ#LATEST#draw": ("draw", "1")}
+    assert_invariant(plugins)
+    v2.delete()
+    assert actual_locks(plugins) == {"UNIQ#LATEST#draw": ("draw", "1")}
+    v1.update(actions=[plugins.latest.set("yes")])
+    assert actual_locks(plugins) == {"UNIQ#LATEST#calc": ("calc", "1"), "UNIQ#LATEST#draw": ("draw", "1")}
+    assert_invariant(plugins)
+    report = audit(plugins)
+    assert report.clean
+    assert (report.records, report.locks) == (2, 2)

@@ -12,8 +12,9 @@ from models import Account
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite as PynamoTransactWrite
 
-from pynamodb_unique import InvalidUniqueValue, StaleWrite, TransactWrite, UniqueViolation
+from pynamodb_unique import InvalidUniqueValue, StaleWrite, TransactWrite, UniqueError, UniqueViolation, is_lock_item
 
 
 class Event(Model):
@@ -170,6 +171,49 @@ def test_tx__over_100_actions__refused_before_request(models: tuple[type[Account
         for i in range(34):
             tx.save(accounts(pk=f"A{i}", email=f"{i}@x.io", username=f"u{i}"))
     assert counter.operations == []
+
+
+def test_pynamodb_tx__unique_model_write__refused_before_request(models: tuple[type[Account], type[Event]]) -> None:
+    """PynamoDB's own TransactWrite refuses a unique model's save, update and delete before sending.
+
+    It would write the record without its locks: a duplicate would go through silently.
+    """
+    accounts, events = models
+    accounts(pk="A", email="a@x.io").save()
+    ann = accounts.get("A", "PROFILE")
+    connection = accounts._get_connection().connection
+    writes = [
+        lambda tx: tx.save(accounts(pk="B", email="A@X.io")),
+        lambda tx: tx.update(ann, actions=[accounts.email.set("b@x.io")]),
+        lambda tx: tx.delete(ann),
+    ]
+    for write in writes:
+        with (  # noqa: PT012 - the refusal comes from the write added.
+            RequestCounter(accounts, events) as counter,
+            pytest.raises(UniqueError, match=r"refused.*pynamodb_unique\.TransactWrite"),
+            PynamoTransactWrite(connection=connection) as tx,
+        ):
+            tx.save(events(id="E1"))
+            write(tx)
+        assert counter.operations == []
+    assert [item["PK"]["S"] for item in raw_items(accounts) if not is_lock_item(item)] == ["A"]
+    assert raw_items(events) == []
+    assert_invariant(accounts)
+
+
+def test_pynamodb_tx__unique_model_condition_check_and_plain_models__sent(
+    models: tuple[type[Account], type[Event]],
+) -> None:
+    """PynamoDB's own TransactWrite still takes a unique model's condition check (writing nothing) and plain models."""
+    accounts, events = models
+    accounts(pk="A", email="a@x.io").save()
+    connection = accounts._get_connection().connection
+    with RequestCounter(accounts) as counter, PynamoTransactWrite(connection=connection) as tx:
+        tx.condition_check(accounts, "A", "PROFILE", condition=accounts.email.exists())
+        tx.save(events(id="E1", kind="signup"))
+    assert counter.operations == ["TransactWriteItems"]
+    assert events.get("E1").kind == "signup"
+    assert_invariant(accounts)
 
 
 @pytest.mark.integration

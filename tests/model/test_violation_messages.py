@@ -19,6 +19,7 @@ from pynamodb_unique import (
     UniqueViolation,
     Violation,
 )
+from pynamodb_unique._model.registry import planner_of
 
 
 class Signup(UniqueMixin, Model):
@@ -173,7 +174,7 @@ def test_violation__message_and_code__not_compared() -> None:
 def test_message__number_format_spec__accepted_and_applied() -> None:
     """A format specification that suits the attribute's type is accepted; a value it does not suit falls back."""
     model = _define(ticket=UniqueAttribute(NumberAttribute(null=True), message="ticket {value:05d} is sold"))
-    (constraint,) = model._uniq_planner.constraints  # type: ignore[attr-defined]
+    (constraint,) = planner_of(model).constraints
     assert constraint.violation((42,), ("A",)).message == "ticket 00042 is sold"
     assert constraint.violation((4.5,), ("A",)).message == "ticket 4.5 is already taken"
 
@@ -181,7 +182,7 @@ def test_message__number_format_spec__accepted_and_applied() -> None:
 def test_message__escaped_braces__literal() -> None:
     """Doubled braces are text, not fields."""
     model = _define(e=UniqueAttribute(UnicodeAttribute(null=True), message="{{value}} {value} taken"))
-    (constraint,) = model._uniq_planner.constraints  # type: ignore[attr-defined]
+    (constraint,) = planner_of(model).constraints
     assert constraint.violation(("x",), None).message == "{value} x taken"
 
 

@@ -170,11 +170,15 @@ def test_bulk__records_in_input_order__packed_whole(backend: Backend, accounts: 
 def test_bulk__same_value_twice_in_input__first_wins_no_request_for_the_loser(
     backend: Backend, accounts: type[Account]
 ) -> None:
-    """A value repeated in the input: the first instance keeps it, later ones are violations before any request."""
+    """A value repeated in the input: the first instance keeps it, later ones are violations, never sent.
+
+    A later instance waits for the first to claim its value; meanwhile its other values are free
+    for instances after it.
+    """
     ann = accounts(pk="A", email="ann@x.io", username="ann")
     ann_again = accounts(pk="B", email="ANN@x.io", username="bob")  # email of A, in other case
     handle_again = accounts(pk="C", email="c@x.io", username="ann")  # username of A
-    bob = accounts(pk="D", email="d@x.io", username="bob")  # B lost, so bob is free for D
+    bob = accounts(pk="D", email="d@x.io", username="bob")  # B waits for A, so bob is free for D
     settled: list[int] = []
     with RequestCounter(accounts) as counter:
         result = bulk_save([ann, ann_again, handle_again, bob], max_workers=_workers(backend), progress=settled.append)
@@ -182,12 +186,32 @@ def test_bulk__same_value_twice_in_input__first_wins_no_request_for_the_loser(
     assert result.existing == ()
     assert [(v.instance, v.constraint, v.values, v.owner, v.owner_model) for v in result.violations] == [
         (ann_again, "EMAIL", ("ANN@x.io",), ("A", "PROFILE"), "Account"),
+        (ann_again, "HANDLE", ("bob",), ("D", "PROFILE"), "Account"),
         (handle_again, "HANDLE", ("ann",), ("A", "PROFILE"), "Account"),
     ]
     sent = [key for items in _transactions(counter) for key in _record_keys(items)]
     assert sent == ["A", "D"]
     assert settled[0] == 2
     assert sum(settled) == 4
+    assert_invariant(accounts)
+
+
+def test_bulk__first_claimer_refused__the_next_one_takes_the_value(backend: Backend, accounts: type[Account]) -> None:
+    """A value's first claimer in the input, itself refused, never holds it: a later claimer takes it."""
+    accounts(pk="A", email="old@x.io").save()
+    accounts(pk="H", email="h@x.io", username="taken").save()
+    existing = accounts(pk="A", email="ann@x.io")  # Its key holds another record.
+    ann = accounts(pk="B", email="ANN@x.io")
+    refused = accounts(pk="C", email="c@x.io", username="taken")  # Its username is H's.
+    cee = accounts(pk="D", email="C@x.io")
+    settled: list[int] = []
+    result = bulk_save([existing, ann, refused, cee], max_workers=_workers(backend), progress=settled.append)
+    assert result.existing == (existing,)
+    assert [(v.instance, v.constraint, v.owner) for v in result.violations] == [(refused, "HANDLE", ("H", "PROFILE"))]
+    assert result.saved == (ann, cee)
+    assert sum(settled) == 4
+    locks = actual_locks(accounts)
+    assert (locks["UNIQ#EMAIL#ann@x.io"], locks["UNIQ#EMAIL#c@x.io"]) == (("B", "PROFILE"), ("D", "PROFILE"))
     assert_invariant(accounts)
 
 
@@ -486,7 +510,7 @@ class Tagged(UniqueMixin, Model):
     tags = UnicodeSetAttribute()
 
 tags = {{f"tag-{{n}}" for n in range(12)}}
-records, _ = _bulk._prepare([Tagged(pk="T", handle="t", tags=tags)])
+records = _bulk._prepare([Tagged(pk="T", handle="t", tags=tags)])
 print(list(tags), _bulk._pack(records, "")[0].token)
 """
 

@@ -39,6 +39,7 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._core.plan import Guard, Stored
 from pynamodb_unique._core.seconds import second_bounds
+from pynamodb_unique._model.registry import planner_of
 from pynamodb_unique._write.requests import guard_condition
 
 
@@ -394,7 +395,7 @@ def test_probe_guard_text_cache_fuzzed_across_a_family() -> None:
     class PlainFuzzR3(BaseR3, discriminator="p"):
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    planners = [m._uniq_planner for m in (BaseR3, DefaultedFuzzR3, PlainFuzzR3)]  # type: ignore[attr-defined]
+    planners = [planner_of(m) for m in (BaseR3, DefaultedFuzzR3, PlainFuzzR3)]
     expiries = [
         None,
         datetime(2100, 1, 1, tzinfo=UTC),

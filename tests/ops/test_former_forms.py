@@ -25,6 +25,7 @@ from pynamodb_unique._core.outcome import interpret
 from pynamodb_unique._core.plan import LockPut, Planner, RecordWrite, Stored, former_slot
 from pynamodb_unique._model.context import context_of
 from pynamodb_unique._model.locks import LockTable
+from pynamodb_unique._model.registry import planner_of
 from pynamodb_unique._write.requests import build_request
 
 OLD_SECRET = b"old-secret"
@@ -50,7 +51,7 @@ class Migrating(UniqueMixin, Model):
     slug = UnicodeAttribute(null=True)
 
 
-PLANNER = Migrating._uniq_planner
+PLANNER = planner_of(Migrating)
 assert isinstance(PLANNER, Planner)
 
 ADA = {"email": "Ada@X.io", "handle": "ada", "phone": None, "tenant": None, "slug": None}
@@ -290,7 +291,7 @@ def test_define__former_counts_against_the_transaction_limit() -> None:
     with pytest.raises(UniqueConfigError, match="50 locks with their former forms"):
         _define(**attrs)
     del attrs["a24"]
-    assert len(_define(**attrs)._uniq_planner.constraints) == 24  # type: ignore[attr-defined]
+    assert len(planner_of(_define(**attrs)).constraints) == 24
 
 
 def test_define__hashed_former_keeps_the_current_secret() -> None:
@@ -300,7 +301,7 @@ def test_define__hashed_former_keeps_the_current_secret() -> None:
         e=UniqueAttribute(UnicodeAttribute(), hashed=True, former=Former(hashed=False)),
         f=UniqueAttribute(UnicodeAttribute(), hashed=True, normalize=str.lower, former=Former(normalize=None)),
     )
-    keys = model._uniq_planner.keys({"e": "v", "f": "V"})  # type: ignore[attr-defined]
+    keys = planner_of(model).keys({"e": "v", "f": "V"})
     assert keys[former_slot("E")] == "UNIQ#E#v"
     assert keys["E"].startswith("UNIQ#E#%K")
     assert keys[former_slot("F")].startswith("UNIQ#F#%K")
@@ -316,11 +317,11 @@ def test_define__partial_constraint__former_shares_its_condition() -> None:
         handle=UnicodeAttribute(null=True),
         status=UnicodeAttribute(null=True),
     )
-    (constraint,) = model._uniq_planner.constraints  # type: ignore[attr-defined]
+    (constraint,) = planner_of(model).constraints
     assert constraint.condition_attributes == ("status",)
     assert constraint.former is not None
     assert constraint.former.condition_attributes == ("status",)
-    planner = model._uniq_planner  # type: ignore[attr-defined]
+    planner = planner_of(model)
     assert planner.keys({"handle": "h", "status": "deleted"}) == {"HANDLE": None, former_slot("HANDLE"): None}
     assert planner.keys({"handle": "h", "status": "live"})[former_slot("HANDLE")] == "UNIQ#OLD#h"
 
@@ -338,7 +339,7 @@ def test_define__former_name_clashing_with_a_neighbour__refused() -> None:
                 "shared_clash": UniqueAttribute(UnicodeAttribute()),
             },
         )
-    assert kept._uniq_planner is not None  # type: ignore[attr-defined] # Held until here: the registry holds models weakly.
+    assert planner_of(kept) is not None  # Held until here: the registry holds models weakly.
 
 
 def test_unique_owner_and_validate__look_at_both_forms(backend: Backend) -> None:

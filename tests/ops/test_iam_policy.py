@@ -25,7 +25,6 @@ from models import Account, Versioned
 from policy_sentry.querying.actions import get_action_data, get_actions_for_service
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
-from pynamodb_unique._cli_progress import scan_estimate
 
 from pynamodb_unique import (
     TransactWrite,
@@ -44,6 +43,7 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._iam import LOCKS, RECORDS, RUNTIME, STREAMS, TOOLS
 from pynamodb_unique.cli import cli
+from pynamodb_unique.cli._progress import scan_estimate
 
 ACCOUNT = "123456789012"
 FLAGS = list(itertools.product([False, True], repeat=2))

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import zlib
 from typing import Any
 
 import pytest
 from _backends import Backend, bind_model
 from _damage import client
+from botocore.awsrequest import AWSResponse
 from models import Account
 
+from pynamodb_unique import audit
 from pynamodb_unique._model.seam import connection
 from pynamodb_unique._ops import scan as _scan
 from pynamodb_unique._ops.scan import scan_pages
@@ -125,3 +129,31 @@ def test_scan__pages_past_one_megabyte__every_item_once(backend: Backend) -> Non
     assert len(pages) >= 2
     assert sum(pages) == 12
     assert _scanned(accounts) == _botocore(accounts)
+
+
+def test_scan__page_cut_short__resent_as_botocore_would(backend: Backend) -> None:
+    """A Scan response cut short mid-body fails botocore's CRC32 check and is resent: audit() sees every record."""
+    accounts = bind_model(Account, backend)
+    for n in range(3):
+        accounts(pk=f"ACCT#{n}", email=f"u{n}@x.io").save()
+    whole = json.dumps({"Count": 1, "Items": [VARIED[0]], "ScannedCount": 1}).encode()
+    cut: list[int] = []
+
+    def cut_short(request: Any, **_: Any) -> AWSResponse | None:
+        if cut:
+            return None
+        # The headers of the whole body, the connection dropped halfway through it.
+        response = AWSResponse(request.url, 200, {"x-amz-crc32": str(zlib.crc32(whole))}, None)
+        response._content = whole[: len(whole) // 2]
+        cut.append(len(response._content))
+        return response
+
+    events = client(accounts).meta.events
+    events.register_first("before-send.dynamodb.Scan", cut_short, unique_id="cut-short")
+    try:
+        report = audit(accounts)
+    finally:
+        events.unregister("before-send.dynamodb.Scan", unique_id="cut-short")
+    assert cut
+    assert report.clean
+    assert (report.records, report.locks) == (3, 3)

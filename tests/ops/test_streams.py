@@ -161,6 +161,41 @@ def test_handle__a_value_another_record_owns_is_left(backend: Backend) -> None:
     assert_invariant(accounts)
 
 
+def test_handle__shards_out_of_order__a_value_its_owner_gave_up_is_taken_over(backend: Backend) -> None:
+    """A moves from x to y and B takes x, both bypassing the library; B's INSERT is handled before A's MODIFY.
+
+    The lock of x still names A, which no longer holds x: it is B's now, not a duplicate left for a
+    person, and after both events every value has its lock.
+    """
+    accounts = bind_accounts(backend)
+    accounts(pk=ADA[0], email="x@lovelace.io").save()
+    before = raw(accounts, ADA)
+    put_record(accounts, ADA, email="y@lovelace.io")
+    after = raw(accounts, ADA)
+    put_record(accounts, GRACE, email="x@lovelace.io")
+    first = handle(accounts, event(record(accounts, "INSERT", new=raw(accounts, GRACE))))
+    assert (first.released, first.created, first.left) == (0, 1, ())
+    assert lock_owners(accounts) == {"UNIQ#EMAIL#x@lovelace.io": GRACE[0]}
+    second = handle(accounts, event(record(accounts, "MODIFY", old=before, new=after)))
+    assert (second.released, second.created, second.left) == (0, 1, ())
+    assert lock_owners(accounts) == {"UNIQ#EMAIL#x@lovelace.io": GRACE[0], "UNIQ#EMAIL#y@lovelace.io": ADA[0]}
+    assert_invariant(accounts)
+
+
+def test_handle__the_other_record_still_holds_the_value__left(backend: Backend) -> None:
+    """A lock naming a record that, read consistently, still holds the value is that record's: left, not taken."""
+    accounts = bind_accounts(backend)
+    accounts(pk=ADA[0], email="x@lovelace.io").save()
+    put_record(accounts, ADA, email="x@lovelace.io", username="ada")  # Changed, still holding x.
+    put_record(accounts, GRACE, email="x@lovelace.io")
+    report = handle(accounts, event(record(accounts, "INSERT", new=raw(accounts, GRACE))))
+    assert (report.created, [(left.lock_key, left.owner) for left in report.left]) == (
+        0,
+        [("UNIQ#EMAIL#x@lovelace.io", ADA)],
+    )
+    assert lock_owners(accounts) == {"UNIQ#EMAIL#x@lovelace.io": ADA[0]}
+
+
 def test_handle__replaying_a_batch_changes_nothing(backend: Backend) -> None:
     """The same batch twice: the second finds everything in step, writes nothing, raises nothing."""
     accounts = bind_accounts(backend)
