@@ -274,7 +274,7 @@ def test_update__guess_wrong_record_absent__takes_lock_of_defaulted_condition(mo
         {"pk": {"S": "g1"}},  # absent
     ],
 )
-def test_probe_guard_text_cache__matches_pynamodb_serialization(item: dict[str, Any]) -> None:
+def test_guard_text_cache__matches_pynamodb_serialization(item: dict[str, Any]) -> None:
     """A guard's cached text and numbered values equal PynamoDB's serialization of ``Guard.condition()``.
 
     Each state is compiled after the cache is warmed by another state of the same shape, so a
@@ -299,7 +299,7 @@ def test_probe_guard_text_cache__matches_pynamodb_serialization(item: dict[str, 
             assert got == expected
 
 
-def test_probe_transact__transfer_after_instances_changed__invariant_holds(moto_backend: None) -> None:
+def test_transact__transfer_after_instances_changed__invariant_holds(moto_backend: None) -> None:
     """A value moved between two records in one TransactWrite follows the records as added.
 
     Both instances change after being added; the requests write them as added (``_Entry.sent``),

@@ -337,7 +337,7 @@ def test_empty_set_condition_attribute__second_write_succeeds(moto_backend: None
 # --- probes that pass: keys, versions, polymorphism, tokens ----------------------------------
 
 
-def test_probe_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:
+def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:
     """a binary hash key with an attr_name: save, violation (owner decoded as bytes), move, delete."""
     model = _with_locks(bind_model(BinKeyedView, MOTO))
     model(id=b"\x00\xff", email="a@x.io").save()
@@ -353,7 +353,7 @@ def test_probe_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None
     assert model.unique_owner(email="b@x.io") is None
 
 
-def test_probe_numeric_keys__fractional_range__violation_and_delete(moto_backend: None) -> None:
+def test_numeric_keys__fractional_range__violation_and_delete(moto_backend: None) -> None:
     """numeric keys (a fractional range) name the owner in lock items and release on delete."""
     model = _with_locks(bind_model(NumKeyedView, MOTO))
     model(id=7, rev=2.5, email="n@x.io").save()
@@ -366,7 +366,7 @@ def test_probe_numeric_keys__fractional_range__violation_and_delete(moto_backend
     assert model.unique_owner(email="n@x.io") is None
 
 
-def test_probe_versioned__stale_version_move__condition_failed_then_last_write_wins(moto_backend: None) -> None:
+def test_versioned__stale_version_move__condition_failed_then_last_write_wins(moto_backend: None) -> None:
     """a stale versioned move raises ConditionFailed (CCF cause); add_version_condition=False writes it."""
     model = bind_model(VersionedView, MOTO)
     model(id="v1", handle="h1").save()
@@ -387,7 +387,7 @@ def test_probe_versioned__stale_version_move__condition_failed_then_last_write_w
     assert model.unique_owner(handle="h2") is None
 
 
-def test_probe_polymorphic__caller_condition_fails__condition_failed_in_one_request(moto_backend: None) -> None:
+def test_polymorphic__caller_condition_fails__condition_failed_in_one_request(moto_backend: None) -> None:
     """a loaded subclass record (scalar values) raises ConditionFailed for its caller's condition at once."""
     PetView.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     DogView(pk="d1", name="rex").save()
@@ -416,7 +416,7 @@ def test_map_condition_attribute__set_by_update__condition_sees_a_map(moto_backe
     assert_invariant(model)
 
 
-def test_probe_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(moto_backend: None) -> None:
+def test_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(moto_backend: None) -> None:
     """a record saved with its default, loaded again, saves in one PutItem (the item holds the default)."""
     model = bind_model(DefaultedView, MOTO)
     model(pk="r1", email="e@x.io").save()
@@ -439,7 +439,7 @@ def dynoxide_numkeyed(dynoxide_endpoint: str) -> type[NumKeyedView]:
 
 
 @pytest.mark.integration
-def test_probe_dynoxide_token_replay__numeric_keys__idempotent(dynoxide_numkeyed: type[NumKeyedView]) -> None:
+def test_dynoxide_token_replay__numeric_keys__idempotent(dynoxide_numkeyed: type[NumKeyedView]) -> None:
     """the same save with the same caller token, resent from a fresh instance, is one write.
 
     The request's bytes must not change between the two sends (owner fields typed N, the key

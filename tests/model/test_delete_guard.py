@@ -170,7 +170,7 @@ def _gone(model: type[Any], pk: str, **values: Any) -> Any:
     return d
 
 
-def test_probe_delete__believed_gone__own_class_recreated_with_values__releases(moto_backend: None) -> None:
+def test_delete__believed_gone__own_class_recreated_with_values__releases(moto_backend: None) -> None:
     """A Dog recreated under the key with a name: the believed-gone Dog delete releases its lock."""
     PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = _gone(DogR8, "a", name="rex")
@@ -182,7 +182,7 @@ def test_probe_delete__believed_gone__own_class_recreated_with_values__releases(
     _family_invariant(PetR8)
 
 
-def test_probe_delete__believed_gone__sibling_recreated_with_values__not_taken_as_bare(moto_backend: None) -> None:
+def test_delete__believed_gone__sibling_recreated_with_values__not_taken_as_bare(moto_backend: None) -> None:
     """A Cat with a chip under a believed-gone Dog's key: the bare Dog check must not pass; locks stay matched."""
     PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = _gone(DogR8, "s")
@@ -196,7 +196,7 @@ def test_probe_delete__believed_gone__sibling_recreated_with_values__not_taken_a
         _family_invariant(PetR8)
 
 
-def test_probe_delete__believed_gone__sibling_bare_cat__dog_check_fails_first(moto_backend: None) -> None:
+def test_delete__believed_gone__sibling_bare_cat__dog_check_fails_first(moto_backend: None) -> None:
     """A bare Cat (chip and name absent) under a Dog's key: the Dog's bare check fails on the class (two requests)."""
     PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = _gone(DogR8, "u")
@@ -207,7 +207,7 @@ def test_probe_delete__believed_gone__sibling_bare_cat__dog_check_fails_first(mo
     _family_invariant(PetR8)
 
 
-def test_probe_delete__believed_gone__default_holding_lock__releases(moto_backend: None) -> None:
+def test_delete__believed_gone__default_holding_lock__releases(moto_backend: None) -> None:
     """BoxR8 recreated bare holds its "small" lock: the "gone"-alone guard fails and the retry releases it."""
     ThingR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = _gone(BoxR8, "b")
@@ -221,7 +221,7 @@ def test_probe_delete__believed_gone__default_holding_lock__releases(moto_backen
 
 
 @pytest.mark.parametrize("tags", [None, set(), {"vip"}])
-def test_probe_delete__believed_gone__partial_default__releases(moto_backend: None, tags: Any) -> None:
+def test_delete__believed_gone__partial_default__releases(moto_backend: None, tags: Any) -> None:
     """TagR8 recreated with an email (vip or not, tags empty): the believed-gone delete leaves the invariant."""
     ThingR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = _gone(TagR8, "t")

@@ -189,7 +189,7 @@ def test_transact_write__default_expiry_text_removed__stale_write(dynoxide_endpo
 # === probes =====================================================================================
 
 
-def test_probe_caller_microseconds_dropped_on_set() -> None:
+def test_caller_microseconds_dropped_on_set() -> None:
     """TTLAttribute.__set__ truncates a caller's microseconds (999999 too): a scan's check bounds the second."""
     epoch = epoch_in_days(3)
     late = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=999_999)
@@ -203,7 +203,7 @@ def test_probe_caller_microseconds_dropped_on_set() -> None:
     assert second_bounds(late) == second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
 
 
-def test_probe_guard_cache_default_state_and_gone_ok() -> None:
+def test_guard_cache_default_state_and_gone_ok() -> None:
     """The text cache agrees with Guard.condition(): DEFAULT (ranged), a bare gone_ok delete, a verbatim default."""
     context = context_of(DefaultedSession)
     assert context is not None
@@ -234,7 +234,7 @@ def test_probe_guard_cache_default_state_and_gone_ok() -> None:
 
 
 @pytest.mark.integration
-def test_probe_seven_decimals_before_2038_load_as_ranged(dynoxide_endpoint: str) -> None:
+def test_seven_decimals_before_2038_load_as_ranged(dynoxide_endpoint: str) -> None:
     """Before 2038 a 7-decimal number loads on the side of the bound the range puts it (S.9999994 / .9999995)."""
     second = epoch_in_days(2)
     assert _loads_as(f"{second}.9999994") == second
@@ -244,7 +244,7 @@ def test_probe_seven_decimals_before_2038_load_as_ranged(dynoxide_endpoint: str)
     assert [f.outcome for f in backfill(model).fixes] == ["applied"]
 
 
-def test_probe_same_second_respelled__replanned_without_a_read(moto_backend: None) -> None:
+def test_same_second_respelled__replanned_without_a_read(moto_backend: None) -> None:
     """A save after the expiry was respelled within the same second (``S.5``): its own check compares by equality.
 
     It fails once and re-plans from the item the failure returns (no read), as before the range.

@@ -118,7 +118,7 @@ def test_delete__believed_gone__recreated_holding_a_defaulted_value__releases_it
     model(pk="b").save()  # And the value free again.
 
 
-def test_probe_delete__believed_gone__recreated_with_stored_default__replans_and_releases(moto_backend: None) -> None:
+def test_delete__believed_gone__recreated_with_stored_default__replans_and_releases(moto_backend: None) -> None:
     """The same delete when the recreated record stores the default as a value: the guard fails, re-plans, releases."""
     model = bind_model(SlotR5, MOTO)
     a = model(pk="a")
@@ -150,7 +150,7 @@ def test_unique_owner__defaulted_part_none__names_the_owner_save_collides_with(m
     assert model.unique_owner(email="e@x.io", tier=None) == ("a",)
 
 
-def test_probe_validate_unique__defaulted_part_none__agrees_with_save(moto_backend: None) -> None:
+def test_validate_unique__defaulted_part_none__agrees_with_save(moto_backend: None) -> None:
     """``validate_unique()`` fills the fixed default for None as save() does: it reports the collision."""
     model = bind_model(TierR5, MOTO)
     model(pk="a", email="e@x.io", tier=None).save()
@@ -160,7 +160,7 @@ def test_probe_validate_unique__defaulted_part_none__agrees_with_save(moto_backe
     model(pk="a", email="e@x.io", tier=None).validate_unique()  # Its own lock is free to it.
 
 
-def test_probe_validate_unique__partial_condition_attribute_none__agrees_with_save(moto_backend: None) -> None:
+def test_validate_unique__partial_condition_attribute_none__agrees_with_save(moto_backend: None) -> None:
     """A partial constraint whose defaulted condition attribute is None: validate_unique and save both see "live"."""
     model = bind_model(LiveR5, MOTO)
     model(pk="a", email="e@x.io", status=None).save()
@@ -209,7 +209,7 @@ def test_explain_command__stored_null_defaulted_condition_attribute__explains_th
     assert document["operation"] == "TransactWriteItems"
 
 
-def test_probe_explain__stored_with_default_value__delete_releases_the_lock() -> None:
+def test_explain__stored_with_default_value__delete_releases_the_lock() -> None:
     """With the default given explicitly in ``stored``, explain plans the release (the TransactWriteItems)."""
     stored = {"pk": "a", "email": "e@x.io", "status": "live"}
     assert explain(LiveR5(pk="a", email="e@x.io"), "delete", stored=stored).operation == "TransactWriteItems"
@@ -240,7 +240,7 @@ def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlotR5]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("status", [None, "live"])
-def test_probe_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
+def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
     dynoxide_live: type[LiveR5], status: str | None
 ) -> None:
     """A save resent from a fresh instance with the same values and token sends the same bytes, and is one write."""
@@ -256,7 +256,7 @@ def test_probe_dynoxide_token_resend__save_defaulted_none_or_default__byte_ident
 
 
 @pytest.mark.integration
-def test_probe_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_identical(
+def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_identical(
     dynoxide_live: type[LiveR5],
 ) -> None:
     """An update removing the defaulted attribute, and a delete, each resent from a fresh instance: same bytes."""
@@ -282,7 +282,7 @@ def test_probe_dynoxide_token_resend__update_and_delete_from_fresh_instances__by
 
 
 @pytest.mark.integration
-def test_probe_dynoxide_token_resend__numeric_versioned_defaults__byte_identical(
+def test_dynoxide_token_resend__numeric_versioned_defaults__byte_identical(
     dynoxide_numslot: type[NumSlotR5],
 ) -> None:
     """Numeric keys, a numeric defaulted unique part set to None, a version: the resend repeats the bytes."""

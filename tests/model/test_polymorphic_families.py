@@ -231,7 +231,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
     assert_invariant(model)
 
 
-def test_probe_save__none_set_with_fixed_default__takes_the_default_lock(moto_backend: None) -> None:
+def test_save__none_set_with_fixed_default__takes_the_default_lock(moto_backend: None) -> None:
     """``tags=None`` loads as {"vip"}: the save takes the email's lock."""
     model = bind_model(BadgeR6, MOTO)
     model(pk="a", email="e@x.io", tags=None).save()
@@ -282,7 +282,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
     assert counter.count("GetItem") == 0, counter.operations
 
 
-def test_probe_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> None:
+def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> None:
     """Another writer's spelling of the JSON text: repair and migrate check it as stored and create the lock."""
     model = bind_model(DocR6, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
@@ -295,7 +295,7 @@ def test_probe_repair_and_migrate__respelled_json_text__fixed(moto_backend: None
     assert not audit(model).problems
 
 
-def test_probe_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
+def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
     """Numeric keys: the owner key passed to get_item is the serialized number; the locks are created."""
     model = bind_model(NumDocR6, MOTO, create=False)
     model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
@@ -310,7 +310,7 @@ def test_probe_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backe
     assert not audit(model).problems
 
 
-def test_probe_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
+def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
     """A binary hash key: stored_texts reads the record by its bytes; repair and migrate create the lock."""
     model = bind_model(BinDocR6, MOTO, create=False)
     model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
@@ -324,7 +324,7 @@ def test_probe_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend
     assert not audit(model).problems
 
 
-def test_probe_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None) -> None:
+def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None) -> None:
     """A Box record audited through the family: its own model's stored text is read and checked."""
     ShapeR6.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     boxes = BoxR6
@@ -336,7 +336,7 @@ def test_probe_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend
     assert not audit(boxes).problems
 
 
-def test_probe_repair__value_changed_since_audit__skipped(moto_backend: None) -> None:
+def test_repair__value_changed_since_audit__skipped(moto_backend: None) -> None:
     """A record whose JSON value changed after the audit gets no stored text, so its check fails: skipped."""
     model = bind_model(DocR6, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})

@@ -179,7 +179,7 @@ def test_delete__believed_gone__polymorphic_record_recreated_without_values__one
     assert counter.count() == 1, counter.operations
 
 
-def test_probe_delete__believed_gone__polymorphic_record_recreated_without_values__succeeds(moto_backend: None) -> None:
+def test_delete__believed_gone__polymorphic_record_recreated_without_values__succeeds(moto_backend: None) -> None:
     """The same delete succeeds (PynamoDB's delete of an existing record does) and leaves the invariant."""
     PetR7.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     d = DogR7(pk="b")
@@ -194,6 +194,7 @@ def test_probe_delete__believed_gone__polymorphic_record_recreated_without_value
 # --- Fixer._texts: read once per record, with backfill workers --------------------------------
 
 
+@pytest.mark.integration
 def test_backfill__workers__stored_texts_read_once_per_record(dynoxide_endpoint: str, monkeypatch: Any) -> None:
     """backfill(segments=3): a record missing three locks has its stored texts read once, as ``_stored_texts`` says.
 
@@ -225,7 +226,7 @@ def test_backfill__workers__stored_texts_read_once_per_record(dynoxide_endpoint:
 # --- a repair whose record is gone between the audit and the fix ------------------------------
 
 
-def test_probe_repair__record_gone_since_audit__skipped_no_orphan(moto_backend: None) -> None:
+def test_repair__record_gone_since_audit__skipped_no_orphan(moto_backend: None) -> None:
     """A record with a JSON text deleted after the audit: stored_texts finds none, its fix is skipped."""
     model = bind_model(MultiDocR7, MOTO)
     _put_raw(model, {"pk": {"S": "g"}, "a": {"S": "a"}, "doc": {"S": '{ "on": 1 }'}})
@@ -236,7 +237,7 @@ def test_probe_repair__record_gone_since_audit__skipped_no_orphan(moto_backend: 
     assert_invariant(model)
 
 
-def test_probe_migrate__segments__record_gone_since_audit__skipped(moto_backend: None) -> None:
+def test_migrate__segments__record_gone_since_audit__skipped(moto_backend: None) -> None:
     """migrate(segments=2): a deleted record's lock is skipped, the others created; all texts checked as stored."""
     model = bind_model(MultiDocR7, MOTO)
     for pk in ("m1", "m2", "m3"):
@@ -254,7 +255,7 @@ def test_probe_migrate__segments__record_gone_since_audit__skipped(moto_backend:
 # --- streams use Fixer only to send ----------------------------------------------------------
 
 
-def test_probe_streams__json_record__no_get_item(moto_backend: None) -> None:
+def test_streams__json_record__no_get_item(moto_backend: None) -> None:
     """streams.handle builds its own checks from a BatchGetItem: Fixer's default read=True costs no GetItem."""
     model = bind_model(MultiDocR7, MOTO)
     item = {"pk": {"S": "s"}, "a": {"S": "sa"}, "doc": {"S": '{ "on" : 1 }'}}
@@ -292,7 +293,7 @@ def test_explain__stored_empty_set_with_fixed_default__delete_releases_the_lock(
 # --- unique_owner with a partial constraint reading a defaulted attribute ----------------------
 
 
-def test_probe_unique_owner__partial_condition_reads_defaulted_attribute(moto_backend: None) -> None:
+def test_unique_owner__partial_condition_reads_defaulted_attribute(moto_backend: None) -> None:
     """A live record (status defaulted) is named; the value of a record whose condition fails is free."""
     model = bind_model(StatusR7, MOTO)
     model(pk="a", email="a@x.io", status=None).save()
@@ -303,7 +304,7 @@ def test_probe_unique_owner__partial_condition_reads_defaulted_attribute(moto_ba
 
 
 @pytest.mark.parametrize("status", [None, "live"])
-def test_probe_delete__believed_gone__defaulted_condition__releases(moto_backend: None, status: str | None) -> None:
+def test_delete__believed_gone__defaulted_condition__releases(moto_backend: None, status: str | None) -> None:
     """A believed-gone delete of a record recreated live (status absent or stored) releases its lock."""
     model = bind_model(StatusR7, MOTO, table_name=unique_table_name("review-seventh-status"))
     a = model(pk="a", email="a@x.io")

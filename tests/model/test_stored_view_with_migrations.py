@@ -122,7 +122,7 @@ def test_migrate__json_condition_attribute_written_compactly__creates_lock(moto_
     assert report.done
 
 
-def test_probe_hashed_ttl__defaulted_attribute_removed_by_other_writer__update_moves_expiry(
+def test_hashed_ttl__defaulted_attribute_removed_by_other_writer__update_moves_expiry(
     moto_backend: None,
 ) -> None:
     """Passing probe: a hashed, expiring record whose defaulted attribute another writer removed updates cleanly.

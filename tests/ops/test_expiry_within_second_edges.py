@@ -194,7 +194,7 @@ def test_delete_unloaded__fixed_default_expiry_with_fraction__deleted(dynoxide_e
 
 
 @pytest.mark.integration
-def test_probe_transact_write__respelled_expiry__stale_write(dynoxide_endpoint: str) -> None:
+def test_transact_write__respelled_expiry__stale_write(dynoxide_endpoint: str) -> None:
     """An instance's own check compares its expiry by equality: a respelling since its save is a change.
 
     The first review's version compared it within the second here too, which made ``same_as``
@@ -238,7 +238,7 @@ def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endp
 @pytest.mark.parametrize(
     ("saved", "respelled"), [(-1, "-0.5"), (-2, "-1.25"), (0, "0.25")], ids=["-0.5", "-1.25", "0.25"]
 )
-def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: int, respelled: str) -> None:
+def test_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: int, respelled: str) -> None:
     """Negative epochs: a load gives the floor second; a delete of an unloaded instance guessing it deletes."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).save()
@@ -251,7 +251,7 @@ def test_probe_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: in
 
 
 @pytest.mark.integration
-def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
+def test_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
     """A far-future expiry short of the last second: range check applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
@@ -260,7 +260,7 @@ def test_probe_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) ->
 
 
 @pytest.mark.integration
-def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
+def test_backfill_null_expiry(dynoxide_endpoint: str) -> None:
     """A NULL expiry loads as absent: the check is absent-or-NULL, applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
@@ -270,7 +270,7 @@ def test_probe_backfill_null_expiry(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None:
+def test_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None:
     """Plain TTL: a record whose expiry another writer re-stored as a string after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -283,7 +283,7 @@ def test_probe_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -
 
 
 @pytest.mark.integration
-def test_probe_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> None:
+def test_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> None:
     """A missing attribute fails ``>=``: a record whose expiry was removed after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -300,7 +300,7 @@ def test_probe_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str)
 
 
 @pytest.mark.integration
-def test_probe_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
+def test_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
     """The expiry as a unique attribute: a fraction loads as the same second, same lock key; applied."""
     model = _bind(ExpiryKeyRR, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -313,7 +313,7 @@ def test_probe_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> No
     assert locks(model) == {}
 
 
-def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
+def test_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
     """The guard text cache: RANGE, ABSENT and VERBATIM shapes each give PynamoDB's own serialization."""
     context = context_of(Session)
     assert context is not None
@@ -341,7 +341,7 @@ def test_probe_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
             assert sent.get("ExpressionAttributeValues", {}) == values
 
 
-def test_probe_bulk_save_then_save(moto_backend: None) -> None:
+def test_bulk_save_then_save(moto_backend: None) -> None:
     """bulk_save and a later save of the same instances with an ordinary expiry."""
     model = _bind(Session, Backend("moto", None))
     epoch = epoch_in_days(3)

@@ -145,7 +145,7 @@ def _bind(model: type[Any], endpoint: str, **meta: Any) -> Any:
 
 
 @pytest.mark.integration
-def test_probe_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str) -> None:
+def test_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str) -> None:
     """Only Trial has the TTL: its record with ``X.5`` gets its lock, a Paid one too; no GetItem."""
     family = _family(dynoxide_endpoint)
     account = family["Account"]
@@ -160,7 +160,7 @@ def test_probe_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str)
 
 
 @pytest.mark.integration
-def test_probe_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
+def test_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
     """Stale (lock expiry respelled) and foreign (Paid owner, Trial holder with a fraction) are fixed."""
     family = _family(dynoxide_endpoint)
     account, trial, paid = family["Account"], family["Trial"], family["Paid"]
@@ -186,7 +186,7 @@ def test_probe_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
-def test_probe_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
+def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
     """Another writer's JSON spacing and expiry fraction: one GetItem (the JSON's text), the expiry ranged."""
     model = _bind(ProfileR3, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -204,7 +204,7 @@ def test_probe_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) ->
 
 
 @pytest.mark.integration
-def test_probe_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
+def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
     """A separate lock table: the record check (record table) is ranged, the lock goes to the lock table."""
     locks_name = unique_table_name("review-range3-locks")
     model = _bind(SessionR3, dynoxide_endpoint, unique_lock_table=locks_name)
@@ -217,7 +217,7 @@ def test_probe_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> 
 
 
 @pytest.mark.integration
-def test_probe_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
+def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
     """Migrate to a casefolded form: a record with the former-form lock and an expiry fraction gets the new lock."""
     model = _bind(MigratingR3, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -233,7 +233,7 @@ def test_probe_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_probe_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
     model = _bind(SessionR3, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -255,7 +255,7 @@ def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
 
 
 @pytest.mark.integration
-def test_probe_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
+def test_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
     model = _bind(SessionR3, dynoxide_endpoint)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
@@ -291,7 +291,7 @@ def test_repair_family__orphaned_lock_of_an_expired_ttl_class_record__deleted(dy
 
 
 @pytest.mark.integration
-def test_probe_family_orphaned_lock_of_an_expired_record_audited_from_ttl_class(dynoxide_endpoint: str) -> None:
+def test_family_orphaned_lock_of_an_expired_record_audited_from_ttl_class(dynoxide_endpoint: str) -> None:
     """The same lock, audited and repaired from Trial itself: deleted."""
     family = _family(dynoxide_endpoint)
     account, trial = family["Account"], family["Trial"]
@@ -332,7 +332,7 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
 
 @pytest.mark.integration
 @pytest.mark.parametrize("stored", [{"NULL": True}, None, {"N": "4102444800.75"}], ids=["null", "absent", "fraction"])
-def test_probe_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: dict[str, Any] | None) -> None:
+def test_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: dict[str, Any] | None) -> None:
     """DEFAULT_RANGE: NULL, absent or a fraction of the default's second all pass; the lock carries the default."""
     model = _bind(DefaultedSession, dynoxide_endpoint)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, **({"ttl": stored} if stored is not None else {})})
@@ -345,7 +345,7 @@ def test_probe_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, sto
 
 
 @pytest.mark.integration
-def test_probe_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
+def test_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
     model = _bind(SessionR3, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
     epoch = epoch_in_days(2)
@@ -366,7 +366,7 @@ def test_probe_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -
 # --- the text cache and the bounds, swept ---------------------------------------------------------
 
 
-def test_probe_guard_text_cache_fuzzed_across_a_family() -> None:
+def test_guard_text_cache_fuzzed_across_a_family() -> None:
     """Random guards (any class's planner, any stored class as source, ranged or not, gone_ok, texts
     of a JSONAttribute and of the expiry, defaults, bounds or none) always send PynamoDB's own text and
     values for their condition, whatever the cache held before."""
@@ -440,7 +440,7 @@ def test_probe_guard_text_cache_fuzzed_across_a_family() -> None:
         assert sent["ExpressionAttributeNames"] == {v: k for k, v in names.items()}
 
 
-def test_probe_second_bounds_swept_across_epochs() -> None:
+def test_second_bounds_swept_across_epochs() -> None:
     """Bounds over 5000 seconds from 1906 to 9999, near 1970 and at each power of two (where a double's
     spacing halves below the bound): each bound loads as its second, the 38-digit number below it as
     the second before; None only within 2**22 s (48.5 days) of 1970."""

@@ -377,7 +377,7 @@ def test_transact__null_stored_unique_attribute__loaded_record_saves(moto_backen
 # --- probes: a defaulted attribute the item lacks (expected to pass) --------------------------
 
 
-def test_probe_streams__defaulted_condition_attribute_absent__insert_creates_lock(moto_backend: None) -> None:
+def test_streams__defaulted_condition_attribute_absent__insert_creates_lock(moto_backend: None) -> None:
     """An INSERT image without ``status`` (loads as "live") gets its lock; the check accepts it absent."""
     model = bind_model(DefaultedRv, MOTO)
     item = {"pk": {"S": "d1"}, "email": {"S": "d@x.io"}}
@@ -388,7 +388,7 @@ def test_probe_streams__defaulted_condition_attribute_absent__insert_creates_loc
 
 
 @pytest.mark.parametrize("engine", ["memory", "duckdb"])
-def test_probe_audit__defaulted_condition_attribute_absent__engines_agree(moto_backend: None, engine: str) -> None:
+def test_audit__defaulted_condition_attribute_absent__engines_agree(moto_backend: None, engine: str) -> None:
     """Both engines expect the lock of a record lacking its defaulted condition attribute."""
     model = bind_model(DefaultedRv, MOTO)
     _put_raw(model, {"pk": {"S": "d1"}, "email": {"S": "d@x.io"}})
@@ -416,7 +416,7 @@ def test_transact__instance_changed_after_save_before_commit__locks_match_record
     assert_invariant(model)
 
 
-def test_probe_transact__versioned_save__local_version_bumped(moto_backend: None) -> None:
+def test_transact__versioned_save__local_version_bumped(moto_backend: None) -> None:
     """A unique versioned record saved in a TransactWrite gets its local version, as PynamoDB's does."""
     model = bind_model(VersionedRv, MOTO)
     record = model(pk="v1", email="v@x.io")
