@@ -20,7 +20,7 @@ from ._core.outcome import interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
-from ._model.seam import set_transaction_token, transaction_lists
+from ._model.seam import set_transaction_connection, set_transaction_token, transaction_lists
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
@@ -93,7 +93,7 @@ class TransactWrite(_PynamoTransactWrite):
     def _adopt_connection(self, model: Any) -> None:
         """Without a connection given, send with the first model's (its region, host and credentials)."""
         if not self._uniq_connection_given and isinstance(model, Model):
-            self._connection = model_connection(type(model)).connection
+            set_transaction_connection(self, model_connection(type(model)).connection)
             self._uniq_connection_given = True
 
     def _add(self, context: ModelContext, entry: _Entry) -> None:
@@ -162,7 +162,7 @@ class TransactWrite(_PynamoTransactWrite):
     def condition_check(self, model_cls: Any, hash_key: Any, range_key: Any = None, condition: Any = None) -> None:
         """Add a ConditionCheck, as PynamoDB's (the first model given also lends its connection)."""
         if not self._uniq_connection_given and isinstance(model_cls, type) and issubclass(model_cls, Model):
-            self._connection = model_connection(model_cls).connection
+            set_transaction_connection(self, model_connection(model_cls).connection)
             self._uniq_connection_given = True
         super().condition_check(model_cls, hash_key, range_key=range_key, condition=condition)
 

@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.constants import KEY
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
@@ -39,7 +38,7 @@ from ._core.plan import MAX_TRANSACTION_ACTIONS, SentGroup
 from ._model.context import ModelContext, context_of
 from ._model.locks import ABSENT, LockTable, is_lock_item
 from ._model.registry import lock_sharers, lock_table_id, namespaces_of, table_id
-from ._model.seam import connection
+from ._model.seam import connection, operation_kwargs
 from ._ops.collect import Scope
 from ._ops.repair import Fixer, _Write
 from ._write.send import batch_read
@@ -248,11 +247,7 @@ class _Handler:
         else:
             cas = context.planner.cas(context.item_view(stored))
             condition = Path(self.hash_name).exists() if cas is None else cas
-        range_key = owner[1] if len(owner) > 1 else None
-        check: dict[str, Any] = connection(self.model).get_operation_kwargs(
-            owner[0], range_key, key=KEY, condition=condition
-        )
-        return check
+        return operation_kwargs(self.model, owner, condition)
 
     def fix(self, event_id: str, name: str, owner: OwnerKey, record_key: dict[str, Any], looked: set[str]) -> _Tally:
         """Bring one record's locks in step with it as stored now; re-read when it changed meanwhile.

@@ -452,8 +452,7 @@ class ModelContext:
             path = action.values[0]
             if not isinstance(path, Path):
                 continue
-            # Path.path's first segment, read without its property (a function run by every update).
-            first = path.values[0][0]
+            first = path.path[0]
             name = self.python_names.get(first, first)
             if name not in unique:
                 continue

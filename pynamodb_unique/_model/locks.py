@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pynamodb.attributes import TTLAttribute
 from pynamodb.connection import TableConnection
-from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
 
 from .._core.constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
@@ -19,6 +18,7 @@ from .._core.keys import LOCK_RANGE_KEY
 from ..exceptions import UniqueConfigError
 from .registry import lock_sharers, planner_of
 from .seam import connection as model_connection
+from .seam import lock_table_schema
 
 if TYPE_CHECKING:
     from pynamodb.models import Model
@@ -305,7 +305,7 @@ class LockCodec:
 
 def _separate_table(model: type[Model], table_name: str) -> TableConnection:
     meta = model.Meta
-    schema = MetaTable(
+    schema = lock_table_schema(
         {
             TABLE_NAME: table_name,
             KEY_SCHEMA: [

@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
+from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ALL_NEW, ALL_OLD, ITEM, KEY
+from pynamodb.expressions.operand import Path, _Size
 from pynamodb.models import Model
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pynamodb.connection import TableConnection
+    from pynamodb.connection import Connection, TableConnection
     from pynamodb.exceptions import PynamoDBException
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
@@ -153,3 +155,44 @@ def set_transaction_token(tx: TransactWrite, token: str) -> None:
     a public way to set a ``TransactWrite``'s token before committing.
     """
     tx._client_request_token = token
+
+
+def size_path(operand: Any) -> Path | None:
+    """The path inside a ``size(path)`` operand of a condition (None: another operand).
+
+    Why: ``unique_item_filter`` conditions are evaluated on scanned items; PynamoDB's ``size()``
+    operand class and its ``values`` are private. Replacement: a public operand type.
+    """
+    if not isinstance(operand, _Size):
+        return None
+    path: Path = operand.values[0]
+    return path
+
+
+def lock_table_schema(description: dict[str, Any]) -> MetaTable:
+    """PynamoDB's table description of a lock table the library defines itself, without a DescribeTable.
+
+    Why: a ``TableConnection`` given ``meta_table`` builds keys without asking DynamoDB; its class
+    lives in ``pynamodb.connection.base``. Replacement: a public ``MetaTable``.
+    """
+    return MetaTable(description)
+
+
+def set_transaction_connection(tx: TransactWrite, connection: Connection) -> None:
+    """Have a PynamoDB transaction commit on ``connection``.
+
+    Why: ``TransactWrite`` takes its connection when made; the library's, made without one, sends
+    with the first model's (its region, host and credentials). Replacement: none public.
+    """
+    tx._connection = connection
+
+
+def operation_kwargs(model: type[Model], owner: tuple[Any, ...], condition: Condition) -> dict[str, Any]:
+    """A ConditionCheck's arguments for a record key, as PynamoDB's connection builds them.
+
+    Why: ``get_operation_kwargs_from_class`` takes Python key values; the Streams handler has the
+    serialized key of a lock's owner. Replacement: a public builder taking serialized keys.
+    """
+    range_key = owner[1] if len(owner) > 1 else None
+    built: dict[str, Any] = connection(model).get_operation_kwargs(owner[0], range_key, key=KEY, condition=condition)
+    return built

@@ -22,10 +22,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from .._core.constraint import HELD
-from .._core.filters import matches
 from .._core.keys import LOCK_PREFIX
 from .._core.lockitem import lock_owner, lock_owner_model
 from .._model.context import context_of
+from .._model.filters import matches
 from .._model.locks import LockTable, is_lock_item, lock_expiry, ttl_attribute
 from .._model.registry import (
     TableId,

@@ -27,9 +27,10 @@ from pynamodb.expressions.condition import (
     NotExists,
     Or,
 )
-from pynamodb.expressions.operand import Path, Value, _Size
+from pynamodb.expressions.operand import Path, Value
 
 from ..exceptions import UniqueConfigError
+from .seam import size_path
 
 _INDEX: Final = re.compile(r"^(.*)\[(\d+)\]$")
 _MISSING: Final = object()
@@ -58,8 +59,9 @@ def _operand(item: Mapping[str, Any], operand: Any) -> Any:
         return _resolve(item, operand)
     if isinstance(operand, Value):
         return operand.value
-    if isinstance(operand, _Size):
-        value = _resolve(item, operand.values[0])
+    sized = size_path(operand)
+    if sized is not None:
+        value = _resolve(item, sized)
         if value is _MISSING:
             return _MISSING
         (kind, inner), *_ = value.items()

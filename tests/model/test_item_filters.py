@@ -10,7 +10,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueConfigError
-from pynamodb_unique._core.filters import matches
+from pynamodb_unique._model.filters import matches
 
 
 class Address(MapAttribute[str, Any]):
