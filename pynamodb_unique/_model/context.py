@@ -29,7 +29,7 @@ from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
 from . import registry as _registry
 from .locks import LockTable, lock_table
-from .registry import maintains_locks, stored_class
+from .registry import maintains_locks, separate_lock_table, stored_class
 from .seam import blank_instance, built_connection, connection
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class ModelContext:
         if (
             isinstance(hash_key, str)
             and hash_key.startswith(LOCK_PREFIX)
-            and not getattr(self.model.Meta, "unique_lock_table", None)
+            and separate_lock_table(self.model) is None
         ):
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)

@@ -16,7 +16,7 @@ from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEM
 from .._core.constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from .._core.keys import LOCK_RANGE_KEY
 from ..exceptions import UniqueConfigError
-from .registry import lock_sharers, planner_of
+from .registry import lock_sharers, planner_of, separate_lock_table
 from .seam import connection as model_connection
 from .seam import lock_table_schema
 
@@ -348,7 +348,7 @@ def lock_table(model: type[Model]) -> LockTable:
     Raises:
         UniqueConfigError: models sharing the lock table expire under different attributes.
     """
-    separate = getattr(model.Meta, "unique_lock_table", None)
+    separate = separate_lock_table(model)
     expires_name, expiring = lock_expiry_settings(model, shared=not separate)
     if separate:
         connection = _separate_table(model, separate)
@@ -443,7 +443,7 @@ def create_lock_table(
     Raises:
         UniqueConfigError: the model keeps its locks in its own table.
     """
-    if not getattr(model.Meta, "unique_lock_table", None):
+    if separate_lock_table(model) is None:
         msg = f"{model.__name__} keeps its locks in its own table: set Meta.unique_lock_table first"
         raise UniqueConfigError(msg)
     connection = lock_table(model).connection

@@ -48,9 +48,15 @@ def table_id(model: type[Model], table_name: str | None = None) -> TableId:
     return str(name) if name else None
 
 
+def separate_lock_table(model: type[Model]) -> str | None:
+    """The name of the table of its own that holds ``model``'s locks (``Meta.unique_lock_table``), or None."""
+    name = getattr(getattr(model, "Meta", None), "unique_lock_table", None)
+    return str(name) if name else None
+
+
 def lock_table_id(model: type[Model]) -> TableId:
     """The identity of the table that holds ``model``'s locks."""
-    return table_id(model, getattr(getattr(model, "Meta", None), "unique_lock_table", None))
+    return table_id(model, separate_lock_table(model))
 
 
 def _registered() -> list[type[Model]]:
