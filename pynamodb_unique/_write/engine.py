@@ -49,6 +49,7 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
 
+
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
     """The violation a ``taken`` finding means, with the owner read from the lock item."""
     action = finding.action
@@ -139,7 +140,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
     """
     # Started and ended here, not by a ``with`` around a function of its own: every write runs
     # this, and each function is code of its own to fetch (from a cold cache, more than it runs).
-    watched = _telemetry.watch(METHODS[intent.op], context.model.__name__)
+    watched = _telemetry.watch(METHODS[intent.op], context.model.__name__, context.model)
     if watched is not None:
         watched.start()
     try:
@@ -253,7 +254,7 @@ def plain_update(
     Traced as one span, as :func:`write` is.
     """
     # In one function, as write() is: run by every update that moves no unique value.
-    watched = _telemetry.watch("update", context.model.__name__)
+    watched = _telemetry.watch("update", context.model.__name__, context.model)
     if watched is not None:
         watched.start()
     try:
