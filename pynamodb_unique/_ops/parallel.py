@@ -16,6 +16,7 @@ refuse to go on when the model they see is not the one audited (another table, o
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import multiprocessing
@@ -139,7 +140,10 @@ def _collector(share: _Share) -> Collector:
     if inherited is not None:
         return Collector(inherited.scope, inherited.lock_table)
     for module in share.modules:
-        importlib.import_module(module)
+        # The models sharing the audited one's tables register as they are imported; one that
+        # cannot be imported here shows in the check below if the audit needed it.
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
     model = _imported(share.model)
     context = context_of(model)
     collector = Collector(Scope(model), context.locks()) if context is not None else None
