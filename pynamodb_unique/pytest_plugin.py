@@ -49,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker that exempts a test from the audit after it."""
+    config.addinivalue_line(
+        "markers", "no_unique_audit: do not audit after this test (it leaves the tables damaged on purpose)"
+    )
+
+
 def _enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("unique_audit") or config.getini("unique_audit"))
 
@@ -75,10 +82,10 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """Audit after a test that passed (its fixtures still set up), with ``--unique-audit``."""
+    """Audit after a passed test (fixtures still set up) with ``--unique-audit``, unless marked ``no_unique_audit``."""
     result = yield  # A failed test raises here: its own failure is the one to show.
     found = item.stash.get(_WRITTEN, None)
-    if found is not None and _enabled(item.config):
+    if found is not None and _enabled(item.config) and item.get_closest_marker("no_unique_audit") is None:
         check(found[0])
     return result
 

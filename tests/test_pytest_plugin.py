@@ -113,6 +113,23 @@ def test_unique_audit__not_enabled__nothing_audited(app: pytest.Pytester) -> Non
     result.assert_outcomes(passed=2)
 
 
+def test_unique_audit__marked_no_unique_audit__not_audited(app: pytest.Pytester) -> None:
+    """A test marked ``no_unique_audit`` (damage on purpose) is not audited, under --strict-markers too."""
+    app.makepyfile(
+        test_marked="""
+        import pytest
+        from conftest import Member
+
+        @pytest.mark.no_unique_audit
+        def test_damages_on_purpose(dynamodb):
+            Member(pk="ada", email="ada@x.io").save()
+            dynamodb.put_item(TableName="plugin-members", Item={"pk": {"S": "bob"}, "email": {"S": "bob@x.io"}})
+        """
+    )
+    result = app.runpytest(*PLUGIN, "--unique-audit", "--strict-markers", "test_marked.py")
+    result.assert_outcomes(passed=1)
+
+
 def test_unique_audit__failing_test__its_own_failure_shown(app: pytest.Pytester) -> None:
     """A test that fails on its own is reported with its own error, not an audit."""
     app.makepyfile(
