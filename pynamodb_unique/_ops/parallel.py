@@ -194,7 +194,7 @@ def _split(plans: Sequence[Plan], workers: int) -> list[list[tuple[TableId, str,
 
 
 def _grouped(share: list[tuple[TableId, str, DataFile]]) -> tuple[tuple[TableId, str, tuple[DataFile, ...]], ...]:
-    """A share's files by table, in the order of the export's tables."""
+    """A share's files, grouped by table (the order is free: every item goes to the worker's database)."""
     tables: dict[tuple[TableId, str], list[DataFile]] = {}
     for table, location, data in share:
         tables.setdefault((table, location), []).append(data)
@@ -227,15 +227,15 @@ def read_export_parallel(
         names = [f"part{n}.duckdb" for n in range(len(shares))]
         job = next(_jobs)
         template = _Share(
-            job,
-            _qualified(scope.model),
-            tuple(sorted(modules)),
-            _fingerprint(collector),
-            collector.now,
-            folder,
-            "",
-            limit,
-            (),
+            job=job,
+            model=_qualified(scope.model),
+            modules=tuple(sorted(modules)),
+            fingerprint=_fingerprint(collector),
+            now=collector.now,
+            folder=folder,
+            name="",
+            memory_limit=limit,
+            files=(),
         )
         context = multiprocessing.get_context(START_METHOD)
         channel = context.SimpleQueue() if progress is not None else None
