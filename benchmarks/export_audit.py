@@ -10,6 +10,7 @@ and the export audit of an export of that same table, each in a child process to
 
     python benchmarks/export_audit.py                        # 1,000,000 accounts: 3,000,000 items
     python benchmarks/export_audit.py --records 100000 --live-records 5000
+    python benchmarks/export_audit.py --records 200000 --live-records 0 --workers 1 2   # the parallel audit
 
 Starts dynoxide from ``.tools`` (or ``DYNOXIDE_BIN``); ``--live-records 0`` skips the live part,
 ``--records 0`` the generated export.
@@ -80,26 +81,41 @@ def child(arguments: list[str]) -> dict[str, Any]:
 
 
 def measured(run: Any) -> None:
-    """Run ``run()`` (an audit), then print its report's figures, wall time and this process's peak RSS."""
+    """Run ``run()`` (an audit), then print its report's figures, wall time and peak RSS.
+
+    ``peak`` is this process's; ``worker_peak`` the largest of its worker processes' (0 without
+    workers): ``RUSAGE_CHILDREN`` gives the largest peak of the children waited for.
+    """
     started = time.perf_counter()
     report = run()
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB.
+    mine, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = mine.ru_maxrss * 1024  # Linux: KiB.
+    worker_peak = workers.ru_maxrss * 1024
+    # CPU seconds (user + system): on a machine shared with other work, wall time shows the load.
+    cpu, worker_cpu = mine.ru_utime + mine.ru_stime, workers.ru_utime + workers.ru_stime
     kinds = sorted(p.kind for p in report.problems)
-    print(json.dumps({"items": report.scanned, "seconds": seconds, "peak": peak, "problems": kinds}))
+    figures = {"items": report.scanned, "seconds": seconds, "peak": peak, "worker_peak": worker_peak}
+    figures |= {"cpu": cpu, "worker_cpu": worker_cpu}
+    print(json.dumps({**figures, "problems": kinds}))
 
 
 def show(name: str, figures: dict[str, Any]) -> str:
     """A markdown row."""
     rate = figures["items"] / figures["seconds"]
+    workers = f"{figures['worker_peak'] / 2**20:,.0f} MiB" if figures.get("worker_peak") else "-"
+    cpu = f"{figures['cpu']:.1f} s" + (f" + {figures['worker_cpu']:.1f} s" if figures.get("worker_cpu") else "")
     return (
-        f"| {name} | {figures['items']:,} | {figures['seconds']:.1f} s | {rate:,.0f} | "
-        f"{figures['peak'] / 2**20:,.0f} MiB |"
+        f"| {name} | {figures['items']:,} | {figures['seconds']:.1f} s | {rate:,.0f} | {cpu} | "
+        f"{figures['peak'] / 2**20:,.0f} MiB | {workers} |"
     )
 
 
-def export_rows(records: int, files: int, folder: Path) -> list[str]:
-    """The export audit of a generated export of ``records`` accounts, damaged every :data:`DAMAGE_EVERY`."""
+def export_rows(records: int, files: int, folder: Path, workers: list[int]) -> list[str]:
+    """The export audit of a generated export of ``records`` accounts, damaged every :data:`DAMAGE_EVERY`.
+
+    Audited once per number of ``workers``, each in a child process.
+    """
     started = time.perf_counter()
     root = write_export(folder, Account.Meta.table_name, accounts(records), files=files)
     size = sum(p.stat().st_size for p in (root / "data").iterdir())
@@ -110,14 +126,16 @@ def export_rows(records: int, files: int, folder: Path) -> list[str]:
     )
     plan = folder / "export.json"
     plan.write_text(json.dumps({Account.Meta.table_name: str(root)}))
-    figures = child(["--audit-export", str(plan)])
     damaged = (records + DAMAGE_EVERY - 1) // DAMAGE_EVERY
-    if figures["problems"] != ["missing"] * damaged + ["orphaned"] * damaged:
-        msg = f"expected {damaged} missing and {damaged} orphaned locks, found {figures['problems']}"
-        raise AssertionError(msg)
-    row = show(f"export audit, {records:,} accounts", figures)
-    print(row, f"({damaged} missing and {damaged} orphaned locks found, as damaged)", flush=True)
-    return [row]
+    rows = []
+    for count in workers:
+        figures = child(["--audit-export", str(plan), "--workers", str(count)])
+        if figures["problems"] != ["missing"] * damaged + ["orphaned"] * damaged:
+            msg = f"expected {damaged} missing and {damaged} orphaned locks, found {figures['problems']}"
+            raise AssertionError(msg)
+        rows.append(show(f"export audit, {records:,} accounts, workers={count}", figures))
+        print(rows[-1], f"({damaged} missing and {damaged} orphaned locks found, as damaged)", flush=True)
+    return rows
 
 
 def live_rows(records: int, folder: Path) -> list[str]:
@@ -149,7 +167,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="accounts in the generated export")
     parser.add_argument("--files", type=int, default=16, help="data files of the generated export")
     parser.add_argument("--live-records", type=int, default=20_000, help="accounts on dynoxide; 0 skips it")
-    parser.add_argument("--memory-limit", default="512MB", help="DuckDB's memory limit")
+    parser.add_argument("--memory-limit", default="512MB", help="DuckDB's memory limit (per process)")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="worker processes of the export audit, each measured"
+    )
     parser.add_argument("--folder", type=Path, help="where to write the exports (a temporary folder by default)")
     parser.add_argument("--audit-export", type=Path, help=argparse.SUPPRESS)  # The child's job.
     parser.add_argument("--audit-live", nargs=2, metavar=("ENDPOINT", "TABLE"), help=argparse.SUPPRESS)
@@ -165,7 +186,7 @@ def main() -> None:
                 Account, Backend("dynoxide", exports.pop("endpoint")), exports.pop("table"), create=False
             )
         location = next(iter(exports.values())) if len(exports) == 1 else exports
-        measured(lambda: audit(model, export=location, memory_limit=args.memory_limit))
+        measured(lambda: audit(model, export=location, memory_limit=args.memory_limit, workers=args.workers[0]))
         return
     if args.audit_live is not None:
         endpoint, table = args.audit_live
@@ -175,10 +196,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="export-audit-", dir=args.folder) as scratch:
         folder = Path(scratch)
-        rows = export_rows(args.records, args.files, folder) if args.records else []
+        rows = export_rows(args.records, args.files, folder, args.workers) if args.records else []
         if args.live_records:
             rows.extend(live_rows(args.live_records, folder))
-        print("\n| audit | items | wall time | items/s | peak RSS |\n| --- | ---: | ---: | ---: | ---: |")
+        print(
+            "\n| audit | items | wall time | items/s | CPU: parent + workers | peak RSS | largest worker's peak RSS |"
+            "\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        )
         print("\n".join(rows))
 
 

@@ -241,8 +241,9 @@ class TransactWrite(_PynamoTransactWrite):
 
     def _commit(self) -> Any:
         # Traced under the names of its unique models (the caller's other items have no library model).
-        what = ",".join(sorted({type(e.instance).__name__ for e in self._uniq_entries})) or "TransactWrite"
-        watched = _telemetry.watch("transact_write", what)
+        models = {type(e.instance) for e in self._uniq_entries}
+        what = ",".join(sorted({m.__name__ for m in models})) or "TransactWrite"
+        watched = _telemetry.watch("transact_write", what, models)
         if watched is None:
             return self._commit_watched(what, None)
         with watched:

@@ -278,11 +278,7 @@ class ModelContext:
         owner = self.owner(instance)
         hash_key = owner[0]
         # With locks in a table of their own (``unique_lock_table``), any hash key is the record's.
-        if (
-            isinstance(hash_key, str)
-            and hash_key.startswith(LOCK_PREFIX)
-            and separate_lock_table(self.model) is None
-        ):
+        if isinstance(hash_key, str) and hash_key.startswith(LOCK_PREFIX) and separate_lock_table(self.model) is None:
             msg = f"{self.model.__name__}: hash key {hash_key!r} starts with {LOCK_PREFIX!r}, reserved for lock items"
             raise InvalidUniqueValue(msg)
         return owner

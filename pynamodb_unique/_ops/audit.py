@@ -28,6 +28,7 @@ def audit(
     memory_limit: str | None = None,
     temp_directory: str | os.PathLike[str] | None = None,
     engine: Literal["memory", "duckdb"] = "memory",
+    workers: int = 1,
 ) -> AuditReport:
     """Scan a model's table (and its lock table) once, or read an export of them, and report every lock problem.
 
@@ -53,13 +54,19 @@ def audit(
         temp_directory: where DuckDB spills (a temporary folder by default).
         engine: for a scan, ``"memory"`` (a dict per record, no extra needed) or ``"duckdb"``
             (the ``export`` extra: bounded memory); an export is always joined by DuckDB.
+        workers: processes sorting an export's data files (``export`` only): each sorts a share
+            into a DuckDB database of its own, with ``memory_limit``; the parent joins them. The
+            report is the one ``workers=1`` gives. Workers start with multiprocessing's start
+            method; other than ``fork``, they import the model by module and name.
 
     Raises:
         UniqueConfigError: ``model`` has no unique constraints.
         UniqueError: an item of the table cannot be read as a record of ``model``; an export
             that is missing, incomplete, of another table or not in DynamoDB JSON format.
         ValueError: bad ``segments`` or ``max_rate``, or either given with ``export``; an unknown
-            ``engine``; ``memory_limit`` or ``temp_directory`` without DuckDB.
+            ``engine``; ``memory_limit`` or ``temp_directory`` without DuckDB; ``workers`` not a
+            whole number at least 1, above 1 without ``export``, or for a model that worker
+            processes started without ``fork`` cannot import.
         pynamodb.exceptions.ScanError: DynamoDB refused the scan (missing table, no access).
     """
     if engine not in ("memory", "duckdb"):
@@ -67,6 +74,12 @@ def audit(
         raise ValueError(msg)
     if export is None and engine == "memory" and (memory_limit is not None or temp_directory is not None):
         msg = "memory_limit and temp_directory are DuckDB's: pass export= or engine='duckdb'"
+        raise ValueError(msg)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        msg = f"workers must be a whole number of processes, at least 1, got {workers!r}"
+        raise ValueError(msg)
+    if workers > 1 and export is None:
+        msg = "workers split an export's files over processes; a scan runs in parallel with segments="
         raise ValueError(msg)
     scope = Scope(model)
     context = context_of(model)
@@ -79,12 +92,25 @@ def audit(
         if segments != 1 or max_rate is not None:
             msg = "segments and max_rate pace a scan; an audit of an export reads no table"
             raise ValueError(msg)
-        # DuckDB is imported only here: the export extra is not needed for a live audit.
-        from .export import read_export  # noqa: PLC0415 - keeps duckdb out of the live audit.
+        if workers > 1:
+            from .parallel import check_start, read_export_parallel  # noqa: PLC0415 - only a parallel audit.
 
-        records, lock_count = read_export(
-            collector, export, memory_limit=memory_limit, temp_directory=temp_directory, progress=progress
-        )
+            check_start(model)
+            records, lock_count = read_export_parallel(
+                collector,
+                export,
+                workers=workers,
+                memory_limit=memory_limit,
+                temp_directory=temp_directory,
+                progress=progress,
+            )
+        else:
+            # DuckDB is imported only here: the export extra is not needed for a live audit.
+            from .export import read_export  # noqa: PLC0415 - keeps duckdb out of the live audit.
+
+            records, lock_count = read_export(
+                collector, export, memory_limit=memory_limit, temp_directory=temp_directory, progress=progress
+            )
         scope.check_shared(collector.foreign_lock_names, lock_id)
         return collector.report(model, records=records, locks=lock_count)
 

@@ -22,12 +22,12 @@ import pickle
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from .._model.registry import TableId, lock_table_id
@@ -284,22 +284,46 @@ LEFT JOIN (
 _Insert = tuple[str, tuple[str, ...], list[list[Any]]]
 
 
-class _Join:
-    """DuckDB tables of what the sorted items hold: locks, retired locks, records and the lock keys they hold."""
+_TABLES: Final = ("locks", "retired", "records", "held")
 
-    def __init__(self, folder: str, memory_limit: str) -> None:
+
+class _Join:
+    """DuckDB tables of what the sorted items hold: locks, retired locks, records and the lock keys they hold.
+
+    ``name`` is the database's file in ``folder``. With ``parts`` (databases other processes
+    filled, closed), its tables are views of theirs, read together. ``models`` numbers the
+    models in the ``model`` columns, as every part numbered them.
+    """
+
+    def __init__(
+        self,
+        folder: str,
+        memory_limit: str,
+        *,
+        name: str = "audit.duckdb",
+        models: Sequence[type[UniqueMixin]] = (),
+        parts: Sequence[str] = (),
+    ) -> None:
         try:
             import duckdb  # noqa: PLC0415 - the export extra; the live audit runs without it.
         except ImportError as exc:
             msg = "the audit of an export needs DuckDB: pip install 'pynamodb-unique[export]'"
             raise UniqueError(msg) from exc
-        self.db: duckdb.DuckDBPyConnection = duckdb.connect(os.path.join(folder, "audit.duckdb"))
+        self.db: duckdb.DuckDBPyConnection = duckdb.connect(os.path.join(folder, name))
         self.db.execute(f"SET memory_limit = '{_setting(memory_limit)}'")
-        self.db.execute(f"SET temp_directory = '{_setting(os.path.join(folder, 'spill'))}'")
+        self.db.execute(f"SET temp_directory = '{_setting(os.path.join(folder, name + '.spill'))}'")
         # Rows are grouped and joined, never read back in order: DuckDB may then stream them.
         self.db.execute("SET preserve_insertion_order = false")
-        self.db.execute(_SCHEMA)
-        self.models: dict[type[UniqueMixin], int] = {}
+        if parts:
+            for n, part in enumerate(parts):
+                self.db.execute(f"ATTACH '{_setting(part)}' AS part{n} (READ_ONLY)")
+            for table in _TABLES:
+                # Names of this module's own tables and attachments only: nothing from the caller.
+                union = " UNION ALL ".join(f"SELECT * FROM part{n}.{table}" for n in range(len(parts)))  # noqa: S608
+                self.db.execute(f"CREATE VIEW {table} AS {union}")
+        else:
+            self.db.execute(_SCHEMA)
+        self.models: dict[type[UniqueMixin], int] = {model: n for n, model in enumerate(models)}
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uniq-export-insert")
         self.pending: Future[None] | None = None
 
@@ -478,6 +502,57 @@ class Joined:
         return counts
 
 
+class AddPage(Protocol):
+    """Takes one batch of items of a records ``table`` and/or of the lock table (``locks``)."""
+
+    def __call__(self, items: Page, *, table: TableId | None, locks: bool) -> None: ...
+
+
+#: What an export audit reads: each table, its export, its data files.
+Plan = tuple[TableId, "_Source", list[DataFile]]
+
+
+def export_plans(collector: Collector, export: ExportLocation | Mapping[str, ExportLocation]) -> list[Plan]:
+    """The tables an audit reads, each with its export and that export's data files (from its manifests).
+
+    Raises:
+        UniqueError: an export is missing, of another table or not a full export in DynamoDB JSON format.
+    """
+    scope = collector.scope
+    lock_id = lock_table_id(scope.model)
+    tables: list[TableId] = list(scope.tables)
+    if lock_id not in scope.tables:
+        tables.append(lock_id)
+    sources = {table: _Source(location) for table, location in _locations(export, tables).items()}
+    return [(table, source, source.data_files(str(table))) for table, source in sources.items()]
+
+
+def read_files(
+    collector: Collector,
+    plans: Sequence[Plan],
+    add_page: AddPage,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Read the data files of ``plans`` in batches of :data:`BATCH` items, each given to ``add_page``."""
+    scope = collector.scope
+    lock_id = lock_table_id(scope.model)
+    for table, source, files in plans:
+        records_table = table if table in scope.tables else None
+        batch: Page = []
+        for data in files:
+            for item in source.items(data):
+                batch.append(item)
+                if len(batch) >= BATCH:
+                    add_page(batch, table=records_table, locks=table == lock_id)
+                    if progress is not None:
+                        progress(len(batch))
+                    batch = []
+        if batch:
+            add_page(batch, table=records_table, locks=table == lock_id)
+            if progress is not None:
+                progress(len(batch))
+
+
 def read_export(
     collector: Collector,
     export: ExportLocation | Mapping[str, ExportLocation],
@@ -496,27 +571,7 @@ def read_export(
         UniqueError: DuckDB is not installed; an export is missing, incomplete, of another table
             or not a full export in DynamoDB JSON format; an item cannot be read as a record.
     """
-    scope = collector.scope
-    lock_id = lock_table_id(scope.model)
-    tables: list[TableId] = list(scope.tables)
-    if lock_id not in scope.tables:
-        tables.append(lock_id)
-    sources = {table: _Source(location) for table, location in _locations(export, tables).items()}
-    plans = [(table, source, source.data_files(str(table))) for table, source in sources.items()]
+    plans = export_plans(collector, export)
     with Joined(collector, memory_limit=memory_limit, temp_directory=temp_directory) as joined:
-        for table, source, files in plans:
-            records_table = table if table in scope.tables else None
-            batch: Page = []
-            for data in files:
-                for item in source.items(data):
-                    batch.append(item)
-                    if len(batch) >= BATCH:
-                        joined.add_page(batch, table=records_table, locks=table == lock_id)
-                        if progress is not None:
-                            progress(len(batch))
-                        batch = []
-            if batch:
-                joined.add_page(batch, table=records_table, locks=table == lock_id)
-                if progress is not None:
-                    progress(len(batch))
+        read_files(collector, plans, joined.add_page, progress)
         return joined.finish()

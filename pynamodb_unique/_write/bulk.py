@@ -338,8 +338,9 @@ def _send_chunk(connection: Connection, chunk: _Chunk, attempts: int) -> None:
         TransientError: conflicts or throttling outlasted ``attempts``.
     """
     checks, puts = ([item for _, _, item in group] for group in chunk.sent())
-    what = ",".join(sorted({type(r.instance).__name__ for r in chunk.records}))
-    watched = _telemetry.watch("bulk_save", what)
+    models = {type(r.instance) for r in chunk.records}
+    what = ",".join(sorted({m.__name__ for m in models}))
+    watched = _telemetry.watch("bulk_save", what, models)
     if watched is None:
         send_transaction(connection, {"check": checks, "put": puts}, chunk.token, attempts=attempts)
         return

@@ -135,7 +135,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         ConditionFailed: the caller's condition or the version check failed.
         StaleWrite: the record kept changing.
     """
-    watched = _telemetry.watch(METHODS[intent.op], context.model.__name__)
+    watched = _telemetry.watch(METHODS[intent.op], context.model.__name__, context.model)
     if watched is not None:
         watched.start()
     try:
@@ -248,7 +248,7 @@ def plain_update(
     Traced as one span, as :func:`write` is.
     """
     # In one function, as write() is: run by every update that moves no unique value.
-    watched = _telemetry.watch("update", context.model.__name__)
+    watched = _telemetry.watch("update", context.model.__name__, context.model)
     if watched is not None:
         watched.start()
     try:

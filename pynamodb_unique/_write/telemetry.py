@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.metrics import Counter
     from opentelemetry.trace import Span, Tracer
+    from pynamodb.models import Model
 
     from ..exceptions import Violation
 
@@ -243,12 +245,36 @@ def _violated(exc: BaseException | None) -> list[str]:
     return sorted({v.constraint for v in violations})
 
 
-def watch(operation: str, model: str) -> Write | None:
+#: Called with the models of each library write as it starts (:func:`listening`); empty unless
+#: something listens (the pytest plugin's audit), so a write pays one check.
+_listeners: list[Callable[[Iterable[type[Model]]], None]] = []
+
+
+@contextmanager
+def listening(callback: Callable[[Iterable[type[Model]]], None]) -> Iterator[None]:
+    """Call ``callback`` with the models each library write writes, as it starts, until the block ends.
+
+    Every write of a unique model (save, update, delete, ``TransactWrite``, ``bulk_save``) is
+    reported, whether it then succeeds or not.
+    """
+    _listeners.append(callback)
+    try:
+        yield
+    finally:
+        _listeners.remove(callback)
+
+
+def watch(operation: str, model: str, written: type[Model] | Iterable[type[Model]] = ()) -> Write | None:
     """The write to report to, or None when nothing observes writes (one check per write).
 
     Writes are observed by a tracer provider (a span), a meter provider (counters) or the
-    library's logger enabled for DEBUG (each request logged).
+    library's logger enabled for DEBUG (each request logged); listeners (:func:`listening`) are
+    told the models ``written``.
     """
+    if _listeners:
+        models = (written,) if isinstance(written, type) else tuple(written)
+        for listener in list(_listeners):
+            listener(models)
     facade = _otel_state if _otel_state is not _UNSET else otel()
     debug = logger.isEnabledFor(logging.DEBUG)
     if facade is None:

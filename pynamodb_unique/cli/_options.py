@@ -84,6 +84,15 @@ def _export_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(file_okay=False, dir_okay=True, writable=True),
             help="Where --from-export spills to disk  [default: a temporary folder]",
         ),
+        click.option(
+            "--workers",
+            type=click.IntRange(1, 1024),
+            metavar="N",
+            help=(
+                "Processes reading --from-export's data files, each with its own --memory-limit; "
+                "the same report  [default: 1]"
+            ),
+        ),
     )
     for option in reversed(options):
         command = option(command)
@@ -168,6 +177,7 @@ def scanning(command: Callable[..., None]) -> Callable[..., None]:
         exports: tuple[str, ...],
         memory_limit: str | None,
         temp_directory: str | None,
+        workers: int | None,
         as_json: bool,
         quiet: bool,
         limit: int | None,
@@ -176,8 +186,8 @@ def scanning(command: Callable[..., None]) -> Callable[..., None]:
     ) -> None:
         output = output_of(as_json, quiet, limit, show_all)
         export = export_locations(exports)
-        if export is None and (memory_limit or temp_directory):
-            fail("--memory-limit and --temp-directory go with --from-export")
+        if export is None and (memory_limit or temp_directory or workers is not None):
+            fail("--memory-limit, --temp-directory and --workers go with --from-export")
         if export is not None and max_rate is not None:
             fail("--max-rate paces a scan; --from-export reads no table")
         model = load_model(model_path, endpoint_url, region=region, profile=profile)
@@ -186,7 +196,12 @@ def scanning(command: Callable[..., None]) -> Callable[..., None]:
             if export is None:
                 return audit(model, segments=segments, max_rate=max_rate, progress=update)
             return audit(
-                model, export=export, memory_limit=memory_limit, temp_directory=temp_directory, progress=update
+                model,
+                export=export,
+                memory_limit=memory_limit,
+                temp_directory=temp_directory,
+                progress=update,
+                workers=workers or 1,
             )
 
         total = scan_estimate(model) if output.progress and export is None else None

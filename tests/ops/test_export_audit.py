@@ -41,6 +41,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 import pynamodb_unique._ops.export
+import pynamodb_unique._ops.parallel
 from pynamodb_unique import (
     AuditReport,
     Former,
@@ -74,11 +75,18 @@ def _facts(report: AuditReport) -> list[tuple[Any, ...]]:
 
 
 def assert_same(model: type[Any], folder: Path, **kwargs: Any) -> AuditReport:
-    """Export the model's tables, audit the export and the live tables; the reports must be equal."""
+    """Export the model's tables, audit the export (one process, then two) and the live tables: equal reports."""
     live = audit(model)
-    exported = audit(model, export=_location(_export(model, folder)), **kwargs)
+    location = _location(_export(model, folder))
+    exported = audit(model, export=location, **kwargs)
     assert exported == live
     assert _facts(exported) == _facts(live)
+    # Forked workers inherit the test's models, which are made at run time (bind_model).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pynamodb_unique._ops.parallel, "START_METHOD", "fork")
+        split = audit(model, export=location, workers=2, **kwargs)
+    assert split == exported
+    assert _facts(split) == _facts(exported)
     return exported
 
 
@@ -438,6 +446,14 @@ def test_audit_command__from_export__same_output_and_exit(
     assert {(p["kind"], p["lock_key"]) for p in json.loads(as_json.stdout)["problems"]} == EXPECTED
     refused = runner.invoke(cli, ["audit", f"{name}:Exported", *from_export, "--max-rate", "5"])
     assert (refused.exit_code, "--max-rate paces a scan" in refused.output) == (2, True)
+    # Spawned workers import the model by name, as the command did.
+    monkeypatch.setattr(pynamodb_unique._ops.parallel, "START_METHOD", "spawn")
+    split = runner.invoke(cli, ["audit", f"{name}:Exported", "--all", *from_export, "--workers", "2"])
+    assert (split.exit_code, split.output) == (1, live.output)
+    alone = runner.invoke(cli, ["audit", f"{name}:Exported", "--workers", "2"])
+    assert (alone.exit_code, "--workers go with --from-export" in alone.output) == (2, True)
+    zero = runner.invoke(cli, ["audit", f"{name}:Exported", *from_export, "--workers", "0"])
+    assert zero.exit_code == 2
     fixed = runner.invoke(cli, ["repair", f"{name}:Exported", "--apply", *from_export], catch_exceptions=False)
     assert fixed.output.splitlines()[-1] == "done: 5 applied, 1 left"
     assert [(f.problem.kind, f.problem.lock_key) for f in repair(model).remaining] == [
