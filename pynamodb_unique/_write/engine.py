@@ -49,6 +49,7 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
 
+
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
     """The violation a ``taken`` finding means, with the owner read from the lock item."""
     action = finding.action
