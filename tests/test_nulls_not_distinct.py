@@ -371,3 +371,25 @@ def test_declaration__nulls_distinct_must_be_a_bool(given: object) -> None:
             pk = UnicodeAttribute(hash_key=True)
             a = UnicodeAttribute(null=True)
             b = UnicodeAttribute(null=True)
+
+
+def test_declaration__a_shared_namespace_needs_one_nulls_distinct() -> None:
+    """Two models sharing a namespace on purpose must agree on whether a missing value is a value."""
+
+    class Shared(UniqueMixin, Model):
+        class Meta:
+            table_name = "shared-handles"
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True)
+        handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE", nulls_distinct=False)
+
+    with pytest.raises(UniqueConfigError, match="same nulls_distinct"):
+
+        class Other(UniqueMixin, Model):
+            class Meta:
+                table_name = "shared-handles"
+                region = "us-east-1"
+
+            pk = UnicodeAttribute(hash_key=True)
+            handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
