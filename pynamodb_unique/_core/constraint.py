@@ -13,7 +13,7 @@ from pynamodb.attributes import Attribute, JSONAttribute, MapAttribute
 from pynamodb.constants import BINARY, NUMBER, STRING
 
 from ..exceptions import DEFAULT_CODE, InvalidUniqueValue, UniqueConfigError, Violation
-from .keys import encode_part, hashed_lock_key, lock_prefix, prefixed_lock_key
+from .keys import NULL_PART, encode_part, hashed_lock_key, lock_prefix, prefixed_lock_key
 from .messages import SAMPLES, check_message, describe
 
 _A = TypeVar("_A", bound=Attribute[Any])
@@ -104,6 +104,7 @@ class _UniqueSpec:
     code: str = DEFAULT_CODE
     former: Former | None = None
     hold: timedelta | None = None
+    nulls_distinct: bool = True
 
 
 def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as the public API names it.
@@ -116,6 +117,7 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
     code: str = DEFAULT_CODE,
     former: Former | None = None,
     hold: timedelta | None = None,
+    nulls_distinct: bool = True,
 ) -> _A:
     """Mark a PynamoDB attribute unique and return it unchanged.
 
@@ -139,10 +141,15 @@ def UniqueAttribute(  # noqa: N802 - a marker used like an attribute class, as t
         hold: keep a released value reserved for this long (``timedelta(days=30)``): a change or
             delete turns the lock into a hold owned by the former record, which only that record
             may take back until it expires.
+        nulls_distinct: ``False`` makes a missing value (None) a value of its own, as
+            PostgreSQL's ``UNIQUE NULLS NOT DISTINCT``: at most one record may lack the
+            attribute. Default ``True``: a record without the value takes no lock, so any number
+            of records may lack it.
     """
     # The type is checked when the class is defined, where the attribute's name is known.
     # object.__setattr__: a MapAttribute would store an ordinary attribute among its values.
-    object.__setattr__(attribute, _SPEC_ATTR, _UniqueSpec(name, normalize, hashed, message, code, former, hold))
+    spec = _UniqueSpec(name, normalize, hashed, message, code, former, hold, nulls_distinct)
+    object.__setattr__(attribute, _SPEC_ATTR, spec)
     return attribute
 
 
@@ -171,6 +178,10 @@ class UniqueConstraint:
             writes keep the locks of both forms until it is removed.
         hold: keep a released value reserved for this long (``timedelta(days=30)``), as
             :func:`UniqueAttribute`'s ``hold``.
+        nulls_distinct: ``False`` makes a missing part (None) a value of its own, as
+            PostgreSQL 15's ``NULLS NOT DISTINCT`` and Django's ``nulls_distinct=False``: only
+            one record may hold ``(tenant=None, slug="home")``, and only one may lack every part.
+            Default ``True``: a record with any part missing takes no lock.
     """
 
     attribute_names: tuple[str, ...]
@@ -183,6 +194,7 @@ class UniqueConstraint:
     code: str
     former: Former | None
     hold: timedelta | None
+    nulls_distinct: bool
 
     def __init__(
         self,
@@ -196,6 +208,7 @@ class UniqueConstraint:
         code: str = DEFAULT_CODE,
         former: Former | None = None,
         hold: timedelta | None = None,
+        nulls_distinct: bool = True,
     ) -> None:
         object.__setattr__(self, "attribute_names", tuple(attribute_names))
         object.__setattr__(self, "name", name)
@@ -209,6 +222,7 @@ class UniqueConstraint:
         object.__setattr__(self, "code", code)
         object.__setattr__(self, "former", former)
         object.__setattr__(self, "hold", hold)
+        object.__setattr__(self, "nulls_distinct", nulls_distinct)
 
 
 @dataclass(frozen=True)
@@ -228,6 +242,8 @@ class Constraint:
         former: the constraint's previous form during a migration, resolved as a constraint of
             its own (its name, normalizers and secret compute the former-form keys), or None.
         hold: how long a released value stays reserved for its former owner (None: released at once).
+        nulls_distinct: False: a missing part is a value of its own (:data:`NULL_PART` in the
+            key); True: a record with a missing part takes no lock.
     """
 
     name: str
@@ -243,6 +259,7 @@ class Constraint:
     code: str = field(default=DEFAULT_CODE, compare=False)
     former: Constraint | None = field(default=None, repr=False, compare=False)
     hold: timedelta | None = field(default=None, compare=False)
+    nulls_distinct: bool = True
     #: What :meth:`key` needs, computed once: the lock prefix, and per attribute its name, its
     #: DynamoDB type, the normalizer and the attribute's ``serialize`` (None: PynamoDB's own,
     #: which returns the value as it is).
@@ -302,7 +319,12 @@ class Constraint:
         return tuple(map(source.get, self.attributes))
 
     def key(self, values: tuple[Any, ...]) -> str | None:
-        """Return the lock key for ``values``, or None when any part is None (no lock).
+        """Return the lock key for ``values`` (None: no lock).
+
+        A part that is None, or that its attribute serializes to None, is missing: the values
+        take no lock, unless the constraint is ``nulls_distinct=False``, where the part is
+        :data:`NULL_PART`. Every reader of lock keys (writes, audit, repair, migrate, the
+        Streams handler, lookups) comes here or to :meth:`key_of`.
 
         The partial condition is not applied here; the planner applies it.
 
@@ -314,12 +336,13 @@ class Constraint:
         if len(values) != len(steps):
             msg = f"constraint {self.name} takes {len(steps)} values, got {len(values)}"
             raise ValueError(msg)
-        for value in values:
-            if value is None:
-                return None
+        if self.nulls_distinct:
+            for value in values:
+                if value is None:
+                    return None
         parts = []
         for step, value in zip(steps, values, strict=True):
-            part = _encoded(step, value)
+            part = self._part(step, value)
             if part is None:
                 return None
             parts.append(part)
@@ -335,17 +358,28 @@ class Constraint:
         """
         steps = self._steps
         if len(steps) != 1:
-            for step in steps:
-                if source.get(step[0]) is None:  # A part absent: no lock (an optional pair, most often).
-                    return None
+            if self.nulls_distinct:
+                for step in steps:
+                    if source.get(step[0]) is None:  # A part absent: no lock (an optional pair, most often).
+                        return None
             return self.key(self.values(source))
         step = steps[0]
-        value = source.get(step[0])
-        part = None if value is None else _encoded(step, value)
+        part = self._part(step, source.get(step[0]))
         if part is None:
             return None
         # A constraint that is not hashed, the usual one, joins its key here (no _joined call).
         return prefixed_lock_key(self._prefix, (part,)) if self.secret is None else self._joined((part,))
+
+    def _part(self, step: _Step, value: Any) -> str | None:
+        """One value's part of the key: a missing value is :data:`NULL_PART`, or None (no lock) when nulls are distinct.
+
+        Raises:
+            InvalidUniqueValue: the value cannot be normalized or encoded.
+        """
+        part = None if value is None else _encoded(step, value)
+        if part is None and not self.nulls_distinct:
+            return NULL_PART
+        return part
 
     def _joined(self, parts: Sequence[str]) -> str:
         """The key of the encoded parts: plain (or its digest form), or the keyed digest of a hashed constraint."""
@@ -355,7 +389,7 @@ class Constraint:
 
 
 def _encoded(step: _Step, value: Any) -> str | None:
-    """One value's part of a lock key (None: the attribute serializes it to None, no lock).
+    """One value's part of a lock key (None: the attribute serializes it to None, a missing value).
 
     Raises:
         InvalidUniqueValue: the value cannot be normalized or encoded.
@@ -453,6 +487,7 @@ def resolve_constraints(
                 code=spec.code,
                 former=spec.former,
                 hold=spec.hold,
+                nulls_distinct=spec.nulls_distinct,
             )
             found.append((uc, f"UniqueAttribute {attr_name!r}", spec))
         _refuse_nested(model, attr_name, attribute, set())
@@ -537,6 +572,7 @@ def _resolve_former(
         message=current.message,
         code=current.code,
         hold=current.hold,
+        nulls_distinct=current.nulls_distinct,
     )
 
 
@@ -613,6 +649,7 @@ def _resolve_one(
         message=uc.message,
         code=uc.code,
         hold=_hold(model, where, uc.hold),
+        nulls_distinct=_nulls_distinct(model, where, uc.nulls_distinct),
     )
 
 
@@ -641,3 +678,15 @@ def _hold(model: str, where: str, hold: object) -> timedelta | None:
         msg = f"{model}: {where}: hold= must be a timedelta of at least one second, got {hold!r}"
         raise UniqueConfigError(msg)
     return hold
+
+
+def _nulls_distinct(model: str, where: str, given: object) -> bool:
+    """A checked ``nulls_distinct=``: a bool (a truthy string would silently keep the default).
+
+    Raises:
+        UniqueConfigError: ``nulls_distinct`` is not a bool.
+    """
+    if not isinstance(given, bool):
+        msg = f"{model}: {where}: nulls_distinct= must be True or False, got {given!r}"
+        raise UniqueConfigError(msg)
+    return given

@@ -9,8 +9,10 @@ A lock key is ``UNIQ#<NAME>#<encoded value>``. The encoding is injective: two di
 - A number part is ``%N`` followed by its canonical decimal form (``1``, ``1.0`` and
   ``Decimal("1.00")`` all give ``%N1``).
 - A binary part is ``%B`` followed by its URL-safe base64 form.
+- A missing part of a constraint declared ``nulls_distinct=False`` is ``%0`` (:data:`NULL_PART`).
 - Escaped strings only ever contain ``%`` as ``%25`` or ``%23``, so a string part can never
-  spell ``%N``, ``%B``, the digest marker ``%H`` or the keyed-digest marker ``%K``.
+  spell ``%N``, ``%B``, the missing-part marker ``%0``, the digest marker ``%H`` or the
+  keyed-digest marker ``%K``; and no part contains ``#``, so the joined parts split back apart.
 
 DynamoDB limits a partition key to 2048 bytes of UTF-8. A key that would exceed it is replaced
 by ``UNIQ#<NAME>#%H<sha256 hex of the plain key>``, a form the plain encoding never produces.
@@ -41,6 +43,9 @@ MIN_EXPONENT: Final = -130
 MAX_EXPONENT: Final = 125
 #: Marks the keyed digest of a hashed constraint: ``UNIQ#<NAME>#%K<hmac-sha256 hex>``.
 HMAC_MARKER: Final = "%K"
+#: The part of a missing value (None) under ``nulls_distinct=False``: no encoded value is ``%0``
+#: (a string's ``%`` is always ``%25`` or ``%23``; numbers start ``%N``, binary ``%B``).
+NULL_PART: Final = "%0"
 
 
 def lock_prefix(name: str) -> str:

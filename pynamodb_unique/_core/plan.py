@@ -163,6 +163,10 @@ class Guard:
             bare = planner.cas(planner.bare)
             return gone if bare is None else gone | bare
         cas = planner.cas(stored)
+        if not self.gone_ok and planner.defaults_hold_locks:
+            # No item passes a check of default values but holds none of their locks: it must exist.
+            exists = planner.hash_attribute.exists()
+            return exists if cas is None else cas & exists
         if cas is None:
             return gone if self.gone_ok else None
         return gone | cas if self.gone_ok else cas
@@ -473,9 +477,11 @@ class Planner:
     def defaults_hold_locks(self) -> bool:
         """Whether an item of this class without unique values holds a lock: its fixed defaults call for one.
 
+        Or a constraint is ``nulls_distinct=False``: missing values are a value of their own.
+
         A partial constraint's condition that fails on such an item counts as calling for one.
         """
-        if not self.defaults:
+        if not self.defaults and all(c.nulls_distinct for c in self.constraints):
             return False
         try:
             return any(key is not None for key in self.keys(self.defaults).values())

@@ -164,6 +164,13 @@ def _check(model: type[Model], other: type[Model], mine: Constraint, theirs: Con
             f"{len(theirs.attributes)}) and the same hashed flag ({mine.hashed} vs {theirs.hashed})"
         )
         raise UniqueConfigError(msg)
+    if mine.nulls_distinct != theirs.nulls_distinct:
+        # One model's missing value would be taken, the other's not: the namespace would mean two things.
+        msg = (
+            f"{where}: a shared namespace needs the same nulls_distinct ({mine.nulls_distinct} vs "
+            f"{theirs.nulls_distinct})"
+        )
+        raise UniqueConfigError(msg)
 
 
 def register(model: type[Model], constraints: Sequence[Constraint]) -> None:

@@ -134,7 +134,8 @@ class LockInfo:
     Attributes:
         constraint: the constraint's name.
         values: the values looked up, as given.
-        lock_key: their lock key; None when a part is None (such values take no lock).
+        lock_key: their lock key; None when a part is None (such values take no lock, unless the
+            constraint is ``nulls_distinct=False``).
         lock_table: the table holding the lock.
         exists: whether the lock item exists.
         owner: the record key the lock names, serialized; None without one.
@@ -228,7 +229,8 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         msg = f"{model.__name__}: no unique constraint covers exactly {', '.join(sorted(names))} ({known})"
         raise InvalidUniqueValue(msg)
     parts = constraint.values(values)
-    key = constraint.key(parts)
+    # As unique_owner() and the writes read them: None is stored as no attribute, loaded as its fixed default.
+    key = constraint.key_of(planner.as_loaded(values))
     context = context_of(model)
     assert context is not None  # noqa: S101 - a model with a planner has a context.
     locks = context.locks()

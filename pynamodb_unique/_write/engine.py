@@ -100,7 +100,9 @@ def intent_plan(
         return guess, {}
     if changes is None:
         changes = context.update_changes(actions or ())
-    if not changes:
+    # An update may create the record: where a record without unique values holds locks (its
+    # defaults, or nulls_distinct=False), even one changing none of them is planned.
+    if not changes and not context.planner.defaults_hold_locks:
         return Stored(exists=True), None
     return guess, _updating(context.planner, changes)
 
