@@ -17,7 +17,7 @@ import pytest
 from _backends import REGION, Backend, bind_model
 from _damage import bind_accounts, damage, load_healthy
 from models import Account
-from test_export import _export, _location, _upload
+from test_export_audit import _export, _location, _upload
 
 import pynamodb_unique._ops.export
 import pynamodb_unique._ops.parallel
