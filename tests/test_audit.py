@@ -364,6 +364,22 @@ def test_backfill__interrupted_then_rerun_finishes(backend: Backend) -> None:
     assert_invariant(model)
 
 
+@pytest.mark.parametrize("separate", [False, True], ids=["shared", "separate"])
+def test_backfill__sends_whole_records_in_transactions_of_up_to_100_actions(backend: Backend, separate: bool) -> None:
+    """60 records missing two locks each: 2 transactions of whole records (as migrate sends), not one per lock."""
+    model = bind_accounts(backend, separate=separate)
+    for n in range(60):
+        put_record(model, (f"ACCT#{n:02d}", "PROFILE"), email=f"u{n}@x.io", username=f"u{n}")
+    report = audit(model)
+    with RequestCounter(model) as counter:
+        result = backfill(model, report)
+    assert [f.outcome for f in result.fixes] == ["applied"] * 120
+    sent = counter.params("TransactWriteItems")
+    # A record's ConditionCheck and its two Puts travel together: 33 records fill 99 actions.
+    assert [len(t["TransactItems"]) for t in sent] == [99, 81]
+    assert audit(model).clean
+
+
 def test_backfill__leaves_other_problems_to_repair(damaged: type[Account]) -> None:
     """Backfill only creates missing locks; orphaned and foreign locks stay for repair."""
     result = backfill(damaged)

@@ -20,10 +20,11 @@ except ImportError as exc:  # pragma: no cover - only without the extra.
     raise SystemExit(2) from None
 
 from .._iam import iam_policy
+from .._ops.backfill import backfill
 from .._ops.collect import MissingLock
 from .._ops.explain import explain, inspect
 from .._ops.migrate import complete
-from .._ops.repair import backfill, repair
+from .._ops.repair import repair
 from ._common import (
     EXIT_ERROR,
     EXIT_OK,
