@@ -380,6 +380,21 @@ def test_backfill__sends_whole_records_in_transactions_of_up_to_100_actions(back
     assert audit(model).clean
 
 
+def test_backfill__apply_false__dry_run_writes_nothing(damaged: type[Account]) -> None:
+    """backfill(apply=False) plans the missing locks as repair's dry run does and writes nothing."""
+    before = all_items(damaged)
+    result = backfill(damaged, apply=False)
+    assert not result.applied
+    assert {(f.problem.kind, f.action, f.outcome) for f in result.fixes} == {
+        ("missing", "create", "planned"),
+        ("orphaned", "none", "left"),
+        ("foreign", "none", "left"),
+        ("duplicate", "none", "left"),
+    }
+    assert all_items(damaged) == before
+    assert backfill(damaged).applied  # Without apply= the Python function writes, as it always has.
+
+
 def test_backfill__leaves_other_problems_to_repair(damaged: type[Account]) -> None:
     """Backfill only creates missing locks; orphaned and foreign locks stay for repair."""
     result = backfill(damaged)

@@ -128,17 +128,30 @@ def test_repair_command__dry_run_then_apply(user_model: tuple[Any, list[str]]) -
     assert again.output.splitlines()[-1] == "done: nothing to do"
 
 
-def test_backfill_command__creates_locks_and_lists_duplicates(user_model: tuple[Any, list[str]]) -> None:
-    """backfill creates the missing locks, exits 1 while a duplicate remains, 0 once none does."""
+def test_backfill_command__dry_run_writes_nothing(user_model: tuple[Any, list[str]]) -> None:
+    """Without --apply backfill says what it would create, writes nothing and exits 1, as repair does."""
     model, target = user_model
     put_record(model, ("ACCT#1", "PROFILE"), email="ada@lovelace.io", username="ada")
     put_record(model, ADA_TWIN, email="ADA@lovelace.io")
-    first = _run("backfill", *target, "--segments", "2")
+    before = all_items(model)
+    dry = _run("backfill", *target)
+    assert dry.exit_code == 1
+    assert all_items(model) == before
+    assert "would create: missing lock UNIQ#HANDLE#ada" in dry.output
+    assert dry.output.splitlines()[-1] == "dry run, nothing written: 1 planned, 1 left; run again with --apply to write"
+
+
+def test_backfill_command__creates_locks_and_lists_duplicates(user_model: tuple[Any, list[str]]) -> None:
+    """backfill --apply creates the missing locks, exits 1 while a duplicate remains, 0 once none does."""
+    model, target = user_model
+    put_record(model, ("ACCT#1", "PROFILE"), email="ada@lovelace.io", username="ada")
+    put_record(model, ADA_TWIN, email="ADA@lovelace.io")
+    first = _run("backfill", *target, "--apply", "--segments", "2")
     assert first.exit_code == 1
     assert "created: missing lock UNIQ#HANDLE#ada" in first.output
     assert "left: duplicate value UNIQ#EMAIL#ada@lovelace.io" in first.output
     delete_record(model, ADA_TWIN)
-    second = _run("backfill", *target)
+    second = _run("backfill", *target, "--apply")
     assert second.exit_code == 0
     assert "created: missing lock UNIQ#EMAIL#ada@lovelace.io" in second.output
     assert _run("audit", *target).exit_code == 0

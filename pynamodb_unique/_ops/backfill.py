@@ -23,6 +23,7 @@ def backfill(
     model: type[UniqueMixin],
     report: AuditReport | None = None,
     *,
+    apply: bool = True,
     segments: int = 1,
     max_rate: float | None = None,
     progress: Callable[[int], None] | None = None,
@@ -36,17 +37,22 @@ def backfill(
     actions (DynamoDB's limit). A value held by more than one record gets no lock and is
     reported; other problems are left for :func:`repair`.
 
+    Unlike :func:`repair` and :func:`migrate`, ``backfill()`` writes unless ``apply=False`` (a
+    dry run): it always has, and existing calls keep doing what they did. The command line's
+    ``backfill`` is a dry run unless ``--apply``, as every command.
+
     Args:
         model: a ``UniqueMixin`` model.
         report: an audit of ``model``; audited now when omitted.
+        apply: write the locks (the default); False: a dry run that writes nothing.
         segments: parallel scan segments, and threads writing the locks.
         max_rate: a cap on read capacity units per second for the audit's scan.
         progress: called with the number of locks each transaction settled.
 
     Returns:
-        One :class:`Fix` per problem, in the audit's order: a missing lock ``applied`` or
-        ``skipped`` (its record changed, or another record took the value, since the scan); every
-        other problem ``left``.
+        One :class:`Fix` per problem, in the audit's order: a missing lock ``applied``, ``planned``
+        (a dry run) or ``skipped`` (its record changed, or another record took the value, since
+        the scan); every other problem ``left``.
 
     Raises:
         ValueError: ``report`` audits another model or table, or bad ``segments``.
@@ -55,13 +61,15 @@ def backfill(
     report = report if report is not None else audit(model, segments=segments, max_rate=max_rate)
     check_run(model, report, segments)
     missing = [p for p in report.problems if isinstance(p, MissingLock)]
-    created, _ = create_locks(model, missing, workers=segments, progress=progress)
-    # A conflict is reported on its lock's fix (skipped, naming the record that took the value).
-    sent = {id(fix.problem): fix for fix in created}
+    sent: dict[int, Fix] = {}
+    if apply:
+        created, _ = create_locks(model, missing, workers=segments, progress=progress)
+        # A conflict is reported on its lock's fix (skipped, naming the record that took the value).
+        sent = {id(fix.problem): fix for fix in created}
 
     def fix(problem: Problem) -> Fix:
         if not isinstance(problem, MissingLock):
             return left(problem, "not a missing lock: run repair")
-        return sent[id(problem)]
+        return sent[id(problem)] if apply else Fix(problem, "create", "planned")
 
-    return RepairReport(report, tuple(fix(p) for p in report.problems), applied=True)
+    return RepairReport(report, tuple(fix(p) for p in report.problems), applied=apply)

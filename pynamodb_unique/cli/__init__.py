@@ -133,20 +133,22 @@ def repair_command(scanned: Scanned, apply: bool) -> None:
 
 @cli.command("backfill")
 @scanning
-def backfill_command(scanned: Scanned) -> None:
-    """Create every missing lock, e.g. after adding a constraint to a table with records.
+@click.option("--apply", is_flag=True, help="Create the missing locks (without it: a dry run that writes nothing).")
+def backfill_command(scanned: Scanned, apply: bool) -> None:
+    """Create every missing lock, e.g. after adding a constraint to a table with records: a dry run unless --apply.
 
-    Each lock is a conditional put checked against its record: safe to interrupt and re-run.
-    Values held by several records get no lock and are listed first. Exit status 0 when nothing
-    is left to fix.
+    Each lock is a conditional put checked against its record, whole records in transactions of
+    up to 100 actions: safe to interrupt and re-run. Values held by several records get no lock
+    and are listed first. Exit status 0 when nothing is left to fix.
 
     \b
     Example:
-      pynamodb-unique backfill myapp.models:Account --segments 8 --max-rate 500
+      pynamodb-unique backfill myapp.models:Account                                # what would be created
+      pynamodb-unique backfill myapp.models:Account --apply --segments 8 --max-rate 500
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
     model, report = scanned.model, scanned.report
-    sends = [p for p in report.problems if isinstance(p, MissingLock)]
-    run = functools.partial(backfill, model, report, segments=scanned.segments)
+    sends = [p for p in report.problems if isinstance(p, MissingLock)] if apply else []
+    run = functools.partial(backfill, model, report, apply=apply, segments=scanned.segments)
     conclude("backfill", scanned, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
 
 
