@@ -212,6 +212,16 @@ def test_explain_command__prints_the_library_request(tmp_path: Path, monkeypatch
         ),
         pytest.param(["audit", "json"], "Error: expected a model as package.module:ClassName", id="no-class"),
         pytest.param(
+            ["audit", "{module}:Acount"],
+            "Error: module '{module}' has no name 'Acount'; its UniqueMixin model classes: Account",
+            id="misspelled",
+        ),
+        pytest.param(
+            ["audit", "json:Account"],
+            "Error: module 'json' has no name 'Account', and no UniqueMixin model class",
+            id="no-name",
+        ),
+        pytest.param(
             ["explain", "{model}", "--op", "save", "--item", "[1]"], "Error: --item must be a JSON object", id="item"
         ),
         pytest.param(
@@ -227,10 +237,10 @@ def test_errors__one_line_and_exit_2(
 ) -> None:
     """Usage and configuration errors print one line, no traceback, and exit 2."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    model = f"{_write_module(tmp_path, unique_table_name('accounts'))}:Account"
-    result = CliRunner().invoke(cli, [a.format(model=model) for a in args])
+    module = _write_module(tmp_path, unique_table_name("accounts"))
+    result = CliRunner().invoke(cli, [a.format(model=f"{module}:Account", module=module) for a in args])
     assert result.exit_code == 2
-    assert result.output.startswith(message)
+    assert result.output.startswith(message.format(module=module))
     assert len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output
 

@@ -112,7 +112,8 @@ def load_model(
     """Import ``package.module:ClassName`` and point it at ``endpoint``, ``region`` and ``profile`` when given.
 
     Raises:
-        click.ClickException: the path names no unique model, or no such profile (exit status 2).
+        click.ClickException: the path names no unique model (a name the module lacks is said so,
+            with the module's UniqueMixin model classes), or no such profile (exit status 2).
     """
     module_name, _, class_name = path.partition(":")
     if not module_name or not class_name:
@@ -126,7 +127,17 @@ def load_model(
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's model path.
         fail(f"cannot import {module_name!r}: {exc}")
-    model = getattr(module, class_name, None)
+    if not hasattr(module, class_name):
+        # A misspelt name is told from a name that is no model, with the names that would do.
+        models = sorted(
+            name
+            for name, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, UniqueMixin) and value is not UniqueMixin
+        )
+        found = f"; its UniqueMixin model classes: {', '.join(models)}" if models else ""
+        found = found or ", and no UniqueMixin model class"
+        fail(f"module {module_name!r} has no name {class_name!r}{found}")
+    model = getattr(module, class_name)
     if not (isinstance(model, type) and issubclass(model, UniqueMixin)):
         fail(f"{path!r} is not a UniqueMixin model class")
     point(model, endpoint_url=endpoint, region=region, renew=bool(profile))
