@@ -407,6 +407,18 @@ def test_backfill__leaves_other_problems_to_repair(damaged: type[Account]) -> No
     assert _found(audit(damaged)) == EXPECTED - {k for k in EXPECTED if k[0] == "missing"}
 
 
+def test_audit__problems_needing_a_person_first(damaged: type[Account]) -> None:
+    """Problems come by kind (duplicate, foreign, orphaned, missing), then constraint, then lock key."""
+    assert [(p.kind, p.lock_key) for p in audit(damaged).problems] == [
+        ("duplicate", "UNIQ#EMAIL#ada@lovelace.io"),
+        ("foreign", "UNIQ#HANDLE#grace"),
+        ("orphaned", "UNIQ#EMAIL#alan@turing.org"),
+        ("orphaned", "UNIQ#HANDLE#alan"),
+        ("missing", "UNIQ#EMAIL#edsger@dijkstra.nl"),
+        ("missing", "UNIQ#HANDLE#edsger"),
+    ]
+
+
 def test_audit__digest_keys_matched_by_recomputing(backend: Backend) -> None:
     """A value too long for a plain key is found by recomputing its digest key, and repaired."""
     model = bind_accounts(backend)

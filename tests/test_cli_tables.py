@@ -72,7 +72,11 @@ def test_audit_command__summary_past_a_screen(legacy: tuple[Any, list[str]]) -> 
     assert lines[3].split() == ["HANDLE", "1", str(1 + LEGACY), "1", "0"]
     assert lines[4].split() == ["TENANT_SLUG", "0", "0", "0", "0"]
     assert lines[5].split() == ["total", "2", str(2 + 2 * LEGACY), "1", "1"]
-    assert len(_problem_lines(result)) == 20
+    shown = _problem_lines(result)
+    assert len(shown) == 20
+    # What needs a person first (the duplicate, then the foreign lock), not 20 of the 62 missing locks.
+    assert [line.split()[0] for line in shown[:5]] == ["duplicate", "foreign", "orphaned", "orphaned", "missing"]
+    assert shown[0].startswith("  duplicate value UNIQ#EMAIL#ada@lovelace.io")
     assert lines[-2] == f"  ... and {PROBLEMS - 20} more problems {MORE}"
     assert lines[-1] == f"{PROBLEMS} problems"
     assert len(lines) == 6 + 20 + 2
