@@ -37,6 +37,7 @@ from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
 from .exceptions import InvalidUniqueValue as InvalidUniqueValue
 from .exceptions import StaleWrite as StaleWrite
+from .exceptions import TableNotFound as TableNotFound
 from .exceptions import TransientError as TransientError
 from .exceptions import UniqueConfigError as UniqueConfigError
 from .exceptions import UniqueError as UniqueError
@@ -69,6 +70,7 @@ __all__ = [
     "RetiredLock",
     "StaleLock",
     "StaleWrite",
+    "TableNotFound",
     "TransactWrite",
     "TransientError",
     "UniqueAttribute",

@@ -245,6 +245,30 @@ def test_errors__one_line_and_exit_2(
     assert "Traceback" not in result.output
 
 
+def test_errors__missing_lock_table__named_with_create_lock_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_backend: None
+) -> None:
+    """A separate lock table that does not exist is named alone (its records table exists), with create_lock_table()."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    table = unique_table_name("accounts")
+    name = _write_module(tmp_path, table, retries=0)
+    source = (tmp_path / f"{name}.py").read_text()
+    locks = f"{table}-locks-missing"
+    (tmp_path / f"{name}.py").write_text(
+        source.replace(
+            "        unique_constraints", f"        unique_lock_table = {locks!r}\n        unique_constraints", 1
+        )
+    )
+    importlib.import_module(name).Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    for command in ("audit", "repair", "backfill"):
+        result = CliRunner().invoke(cli, [command, f"{name}:Account"])
+        assert (result.exit_code, result.output) == (
+            2,
+            f"Error: table not found in AWS region us-east-1: {locks} (the lock table, Meta.unique_lock_table: "
+            "create it with pynamodb_unique.create_lock_table(Account))\n",
+        )
+
+
 def test_errors__missing_table_and_unreachable_endpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_backend: None
 ) -> None:

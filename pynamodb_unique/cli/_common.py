@@ -31,6 +31,7 @@ from .._mixin import UniqueMixin
 from .._model.context import context_of
 from .._model.registry import constraints_of, declaring, table_neighbours
 from .._model.seam import connection, forget_connection
+from .._write.send import missing_tables
 from ..exceptions import UniqueError
 
 EXIT_OK: Final = 0
@@ -180,8 +181,16 @@ def error_message(exc: PynamoDBException | BotoCoreError, model: Model) -> str:
     causes = list(_causes(exc))
     if any(isinstance(c, PynamoDBException) and c.cause_response_code == "ResourceNotFoundException" for c in causes):
         meta = model.Meta
-        tables = {meta.table_name, getattr(meta, "unique_lock_table", None) or meta.table_name}
-        return f"table not found {place}: {' or '.join(sorted(t for t in tables if t))}"
+        locks = getattr(meta, "unique_lock_table", None)
+        names = [name for name in dict.fromkeys((meta.table_name, locks)) if name]
+        # DynamoDB does not say which table it missed: ask, and name only the missing one.
+        tables = missing_tables(connection(model).connection, names) or names
+        create = f"create it with pynamodb_unique.create_lock_table({model.__name__})"
+        shown = [
+            f"{name} (the lock table, Meta.unique_lock_table: {create})" if name == locks != meta.table_name else name
+            for name in tables
+        ]
+        return f"table not found {place}: {' or '.join(shown)}"
     # botocore's own errors say it once: PynamoDB repeats them in its message, then as the cause.
     for error in causes:
         if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
