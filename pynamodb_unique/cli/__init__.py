@@ -95,9 +95,10 @@ def audit_command(scanned: Scanned) -> None:
 
     Kinds: orphaned (the owner is gone or holds another value), missing (a live value without
     its lock), foreign (the lock names another record than the holder), duplicate (records share
-    a normalized value). Past 20 problems only the first 20 are listed after the counts (--limit,
-    --all). Exit status 1 when any is found. With --from-export no table is read: a DynamoDB
-    export (DynamoDB JSON) is audited in bounded memory (the export extra).
+    a normalized value). Those needing a person come first (duplicate, foreign, orphaned, then
+    missing). Past 20 problems only the first 20 are listed after the counts (--limit, --all).
+    Exit status 1 when any is found. With --from-export no table is read: a DynamoDB export
+    (DynamoDB JSON) is audited in bounded memory (the export extra).
 
     \b
     Example:
