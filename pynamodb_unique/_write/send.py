@@ -432,7 +432,8 @@ def _send_once(connection: Connection, request: Request, token: str | None) -> d
             raise _wrapped(request, exc)  # noqa: B904
     except PynamoDBException as exc:
         _failed_condition(exc)
-        _missing_table(connection, request, exc)
+        if request.transactional:
+            raise_missing_table(connection, request.arguments(), exc)
         raise
     return response
 
@@ -453,13 +454,16 @@ def missing_tables(connection: Connection, names: Sequence[str]) -> tuple[str, .
     return tuple(missing)
 
 
-def _missing_table(connection: Connection, request: Request, exc: PynamoDBException) -> None:
-    """Raise :class:`TableNotFound` naming the table a transaction missed, when that is why it failed."""
-    if not (request.transactional and isinstance(exc, TransactWriteError)):
+def raise_missing_table(connection: Connection, actions: Sequence[Mapping[str, Any]], exc: PynamoDBException) -> None:
+    """Raise :class:`TableNotFound` naming the table a transaction missed, when that is why it failed.
+
+    Args:
+        connection: the connection that sent the transaction (DescribeTable asks on it).
+        actions: each action's own arguments (``TableName``, ``Key`` or ``Item``, ...).
+        exc: the transaction's error.
+    """
+    if not isinstance(exc, TransactWriteError) or error_code(exc) != "ResourceNotFoundException":
         return
-    if error_code(exc) != "ResourceNotFoundException":
-        return
-    actions = request.arguments()
     names = list(dict.fromkeys(arguments["TableName"] for arguments in actions))
     found = missing_tables(connection, names)
     tables = found or tuple(names)
