@@ -716,6 +716,15 @@ def test_transact__errors_wrapped_as_pynamodb(moto_backend: None, failure: str) 
         send_transaction(connection, grouped, None, attempts=1)
     theirs = theirs_raised.value
     ours = ours_raised.value.cause if isinstance(ours_raised.value, WriteFailed) else ours_raised.value
+    if failure == "no-table":
+        # The library names the missing table (TableNotFound, a TransactWriteError with the same
+        # cause); the error wrapped as PynamoDB wraps it is its __cause__.
+        assert isinstance(ours, TableNotFound)
+        assert ours.tables == ("missing-table",)
+        assert ours.cause_response_code == theirs.cause_response_code
+        assert isinstance(ours.__cause__, TransactWriteError)
+        assert ours.cause is ours.__cause__.cause
+        ours = ours.__cause__
     assert isinstance(ours, TransactWriteError)
     assert type(ours) is type(theirs)
     assert str(ours) == str(theirs)
