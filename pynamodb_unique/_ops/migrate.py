@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .._mixin import UniqueMixin
 
 #: Why a lock was not created because its record changed after the scan.
-CHANGED: Final = "the record changed since the scan: run migrate again"
+CHANGED: Final = "the record changed since the scan: run the tool again"
 
 
 @dataclass(frozen=True)
