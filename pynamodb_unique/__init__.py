@@ -11,6 +11,7 @@ from ._mixin import UniqueMixin as UniqueMixin
 from ._model.locks import create_lock_table as create_lock_table
 from ._model.locks import is_lock_item as is_lock_item
 from ._ops.audit import audit as audit
+from ._ops.backfill import backfill as backfill
 from ._ops.collect import AuditReport as AuditReport
 from ._ops.collect import DuplicateValue as DuplicateValue
 from ._ops.collect import ForeignLock as ForeignLock
@@ -28,7 +29,6 @@ from ._ops.migrate import MigrationReport as MigrationReport
 from ._ops.migrate import migrate as migrate
 from ._ops.repair import Fix as Fix
 from ._ops.repair import RepairReport as RepairReport
-from ._ops.repair import backfill as backfill
 from ._ops.repair import repair as repair
 from ._transact import TransactWrite as TransactWrite
 from ._write.bulk import BulkResult as BulkResult
@@ -37,6 +37,7 @@ from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
 from .exceptions import InvalidUniqueValue as InvalidUniqueValue
 from .exceptions import StaleWrite as StaleWrite
+from .exceptions import TableNotFound as TableNotFound
 from .exceptions import TransientError as TransientError
 from .exceptions import UniqueConfigError as UniqueConfigError
 from .exceptions import UniqueError as UniqueError
@@ -69,6 +70,7 @@ __all__ = [
     "RetiredLock",
     "StaleLock",
     "StaleWrite",
+    "TableNotFound",
     "TransactWrite",
     "TransientError",
     "UniqueAttribute",

@@ -24,7 +24,7 @@ from ._model.seam import set_transaction_connection, set_transaction_token, tran
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
-from ._write.send import check_token, derive_token, new_token, request_clock, retrying
+from ._write.send import check_token, derive_token, new_token, raise_missing_table, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 
@@ -269,6 +269,7 @@ class TransactWrite(_PynamoTransactWrite):
                 response = retrying(super()._commit)
                 break
             except TransactWriteError as exc:
+                raise_missing_table(self._connection, [item for group in SENT_ORDER for item in lists[group]], exc)
                 foreign = self._foreign_only(exc, slots)
                 if step > 0 or not foreign:
                     self._raise_for(exc, slots)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, PynamoDBException, TransactWriteError, UpdateError
 
 
 class UniqueError(PynamoDBException):
@@ -177,3 +177,24 @@ class UniqueConfigError(UniqueError, TypeError):
     """A model's unique constraints are misconfigured (raised when the class is defined)."""
 
     msg = "invalid unique constraint configuration"
+
+
+class TableNotFound(UniqueConfigError, TransactWriteError):
+    """A transaction named a table that does not exist, most often a lock table never created.
+
+    DynamoDB answers ``ResourceNotFoundException`` without saying which table; the library then
+    asks (DescribeTable) and names it. It is also PynamoDB's ``TransactWriteError``, with the same
+    ``cause`` (``cause_response_code == "ResourceNotFoundException"``), so handlers written for
+    plain PynamoDB keep catching it.
+
+    Attributes:
+        tables: the missing tables; every table of the transaction when DescribeTable could not
+            tell (no permission for it).
+    """
+
+    msg = "a table the write needs does not exist"
+
+    def __init__(self, tables: Sequence[str], msg: str | None = None, cause: Exception | None = None) -> None:
+        """Name the missing ``tables``."""
+        self.tables = tuple(tables)
+        super().__init__(msg, cause)

@@ -237,6 +237,20 @@ PROBLEM_TYPES: tuple[type[Problem], ...] = (
     StaleLock,
 )
 
+#: The order of an audit's problems: what needs a person first, then by the harm left unfixed.
+#: A duplicate is never fixed by a tool; a foreign lock protects the wrong record (often a writer
+#: bypassing the library); an orphaned lock blocks a free value for everyone; a missing lock lets
+#: another record take a value (many at once after adding a constraint: backfill's work); a stale
+#: lock expires too early or too late; a retired lock is clutter.
+ATTENTION: tuple[type[Problem], ...] = (
+    DuplicateValue,
+    ForeignLock,
+    OrphanedLock,
+    MissingLock,
+    StaleLock,
+    RetiredLock,
+)
+
 
 @dataclass(frozen=True)
 class AuditReport:
@@ -251,7 +265,8 @@ class AuditReport:
         scanned: items read, in both tables.
         records: records of the model read.
         locks: lock items of the model's constraints read.
-        problems: every problem, by constraint, kind and lock key.
+        problems: every problem, by kind as :data:`ATTENTION` orders them (what needs a person
+            first), then constraint (in ``constraints`` order), then lock key.
         held: release holds not yet ended (``hold=``): valid, counted apart from ``locks``.
         expired: locks and holds whose expiry passed (an expired record's, an ended hold):
             removable, and any record may take their values; DynamoDB's TTL deletes them. Not
@@ -742,6 +757,6 @@ class Collector:
         found.extend(self._unheld(OrphanedLock, k, owner) for k, owner in unheld)
         found.extend(self._unheld(RetiredLock, k, owner) for k, owner in self.retired.items())
         order = {name: i for i, name in enumerate(self.names_found)}
-        kinds = {kind.kind: i for i, kind in enumerate(PROBLEM_TYPES)}
-        found.sort(key=lambda p: (order[p.constraint], kinds[p.kind], p.lock_key))
+        kinds = {kind.kind: i for i, kind in enumerate(ATTENTION)}
+        found.sort(key=lambda p: (kinds[p.kind], order[p.constraint], p.lock_key))
         return found

@@ -41,13 +41,13 @@ from .collect import (
     record_expired,
     show_key,
 )
-from .repair import Fix, Fixer
+from .repair import Fix, Fixer, check_run
 
 if TYPE_CHECKING:
     from .._mixin import UniqueMixin
 
 #: Why a lock was not created because its record changed after the scan.
-CHANGED: Final = "the record changed since the scan: run migrate again"
+CHANGED: Final = "the record changed since the scan: run the tool again"
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class _Record:
 
 
 class _Migrator:
-    """Creates the missing current-form locks of one audit, in transactions of whole records."""
+    """Creates the missing locks of one audit, in transactions of whole records (migrate's and backfill's)."""
 
     def __init__(self, model: type[UniqueMixin]) -> None:
         self.model = model
@@ -334,6 +334,42 @@ class _Migrator:
         return again
 
 
+def create_locks(
+    model: type[UniqueMixin],
+    missing: Sequence[MissingLock],
+    *,
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Fix], list[Conflict]]:
+    """Create an audit's missing locks: whole records in transactions of up to 100 actions, on ``workers`` threads.
+
+    Each record's ConditionCheck (it still holds the values scanned) travels with the Puts of its
+    missing locks, each on condition that the lock is free or already the record's own.
+
+    Args:
+        model: the audited model.
+        missing: missing locks of an audit of ``model``.
+        workers: threads sending transactions.
+        progress: called with the number of locks each transaction settled.
+
+    Returns:
+        A :class:`Fix` per lock (``applied``, or ``skipped`` with why), and the values another
+        record took since the scan.
+
+    Raises:
+        TransientError: conflicts or throttling outlasted the retries of one transaction.
+    """
+    migrator = _Migrator(model)
+    fixes: list[Fix] = []
+    conflicts: list[Conflict] = []
+    chunks = list(migrator.chunks(migrator.records(missing)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uniq-create") as pool:
+        for sent, taken in pool.map(lambda chunk: migrator.send(chunk, progress), chunks):
+            fixes.extend(sent)
+            conflicts.extend(taken)
+    return fixes, conflicts
+
+
 def complete(
     model: type[UniqueMixin],
     report: AuditReport,
@@ -354,13 +390,7 @@ def complete(
     Raises:
         ValueError: ``report`` audits another model or table, or ``workers`` is below 1.
     """
-    table = connection(model).table_name
-    if (report.model, report.table) != (model.__name__, table):
-        msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
-        raise ValueError(msg)
-    if workers < 1:
-        msg = f"workers must be at least 1, got {workers!r}"
-        raise ValueError(msg)
+    check_run(model, report, workers)
     migrator = _Migrator(model)
     # Problems of a former form (a migration in progress) are not the migration's: audit shows them.
     current = [p for p in report.problems if not p.former]
@@ -377,11 +407,8 @@ def complete(
     if not apply:
         fixes = [Fix(p, "create", "planned") for p in missing]
     else:
-        chunks = list(migrator.chunks(migrator.records(missing)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uniq-migrate") as pool:
-            for sent, taken in pool.map(lambda chunk: migrator.send(chunk, progress), chunks):
-                fixes.extend(sent)
-                conflicts.extend(taken)
+        fixes, taken = create_locks(model, missing, workers=workers, progress=progress)
+        conflicts.extend(taken)
     order = {name: i for i, name in enumerate(report.constraints)}
     conflicts.sort(key=lambda c: (order.get(c.constraint, len(order)), c.lock_key))
     return MigrationReport(

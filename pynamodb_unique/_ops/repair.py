@@ -1,4 +1,4 @@
-"""Repair and backfill: fix what an audit found, each fix one small conditional transaction.
+"""Repair: fix what an audit found, each fix one small conditional transaction.
 
 Every fix is a TransactWriteItems of at most three items: a ConditionCheck that each record
 involved is still as the audit read it, plus one lock write conditioned on the lock's owner
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pynamodb.constants import BINARY, KEY, STRING
 from pynamodb.expressions.condition import Condition
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 FixAction = Literal["delete", "create", "move", "renew", "none"]
 Outcome = Literal["planned", "applied", "skipped", "left"]
+
+#: Why a value several records hold gets no fix.
+DUPLICATE: Final = "held by more than one record: a person decides"
 
 _VERBS: dict[FixAction, tuple[str, str, str]] = {
     # The verb when the fix is planned, applied, skipped.
@@ -269,27 +272,36 @@ class Fixer:
         return "applied", ""
 
 
-def _fix(
-    model: type[UniqueMixin],
-    report: AuditReport,
-    *,
-    apply: bool,
-    only: tuple[type[Problem], ...],
-    left_reason: str,
-    workers: int,
-    progress: Callable[[int], None] | None,
-) -> RepairReport:
+def check_run(model: type[UniqueMixin], report: AuditReport, workers: int = 1) -> None:
+    """Refuse to act on a report of another model or table, or with fewer than one worker.
+
+    Raises:
+        ValueError: ``report`` audits another model or table, or ``workers`` is below 1.
+    """
     table = connection(model).table_name
     if (report.model, report.table) != (model.__name__, table):
         msg = f"the report audits {report.model} in table {report.table!r}, not {model.__name__} in {table!r}"
         raise ValueError(msg)
+    if workers < 1:
+        msg = f"workers must be at least 1, got {workers!r}"
+        raise ValueError(msg)
+
+
+def left(problem: Problem, reason: str = "") -> Fix:
+    """A problem no fix is sent for: a value several records hold is a person's to decide, else ``reason``."""
+    return Fix(problem, "none", "left", DUPLICATE if isinstance(problem, DuplicateValue) else reason)
+
+
+def _fix(
+    model: type[UniqueMixin], report: AuditReport, *, apply: bool, progress: Callable[[int], None] | None
+) -> RepairReport:
+    check_run(model, report)
     fixer = Fixer(model, read=apply)
 
     def fix(problem: Problem) -> Fix:
-        action, write = fixer.plan(problem) if isinstance(problem, only) else ("none", None)
+        action, write = fixer.plan(problem)
         if write is None:
-            reason = "held by more than one record: a person decides" if isinstance(problem, DuplicateValue) else ""
-            return Fix(problem, "none", "left", reason or left_reason)
+            return left(problem)
         if not apply:
             return Fix(problem, action, "planned")
         outcome, reason = fixer.send(write)
@@ -297,10 +309,7 @@ def _fix(
             progress(1)
         return Fix(problem, action, outcome, reason)
 
-    if workers < 1:
-        msg = f"workers must be at least 1, got {workers!r}"
-        raise ValueError(msg)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="uniq-fix") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="uniq-fix") as pool:
         fixes = tuple(pool.map(fix, report.problems))
     return RepairReport(report, fixes, applied=apply)
 
@@ -343,42 +352,4 @@ def repair(
             than a failed condition.
     """
     report = report if report is not None else audit(model)
-    fixable = (OrphanedLock, MissingLock, ForeignLock, RetiredLock, StaleLock)
-    return _fix(model, report, apply=apply, only=fixable, left_reason="", workers=1, progress=progress)
-
-
-def backfill(
-    model: type[UniqueMixin],
-    report: AuditReport | None = None,
-    *,
-    segments: int = 1,
-    max_rate: float | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> RepairReport:
-    """Create every missing lock, as after adding a constraint to a table that holds records.
-
-    Each lock is a conditional put (``attribute_not_exists``) with a ConditionCheck that its
-    record still holds the value, so backfill is safe to interrupt, re-run, and run while the
-    application writes. A value held by more than one record gets no lock and is reported;
-    other problems are left for :func:`repair`.
-
-    Args:
-        model: a ``UniqueMixin`` model.
-        report: an audit of ``model``; audited now when omitted.
-        segments: parallel scan segments, and threads writing the locks.
-        max_rate: a cap on read capacity units per second for the audit's scan.
-        progress: called with 1 after each lock sent.
-
-    Raises:
-        ValueError: ``report`` audits another model or table, or bad ``segments``.
-    """
-    report = report if report is not None else audit(model, segments=segments, max_rate=max_rate)
-    return _fix(
-        model,
-        report,
-        apply=True,
-        only=(MissingLock,),
-        left_reason="not a missing lock: run repair",
-        workers=segments,
-        progress=progress,
-    )
+    return _fix(model, report, apply=apply, progress=progress)

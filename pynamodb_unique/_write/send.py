@@ -21,14 +21,16 @@ from pynamodb.exceptions import (
     GetError,
     PutError,
     PynamoDBException,
+    TableDoesNotExist,
     TransactWriteError,
     UpdateError,
 )
 
+from .._core.keys import LOCK_PREFIX
 from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
 from .._core.outcome import WriteFailed
 from .._core.plan import SENT_ORDER, SentGroup
-from ..exceptions import IdempotencyMismatch, InvalidUniqueValue, TransientError
+from ..exceptions import IdempotencyMismatch, InvalidUniqueValue, TableNotFound, TransientError
 from . import telemetry as _telemetry
 
 _R = TypeVar("_R")
@@ -426,5 +428,56 @@ def _send_once(connection: Connection, request: Request, token: str | None) -> d
             raise _wrapped(request, exc)  # noqa: B904
     except PynamoDBException as exc:
         _failed_condition(exc)
+        if request.transactional:
+            raise_missing_table(connection, request.arguments(), exc)
         raise
     return response
+
+
+def missing_tables(connection: Connection, names: Sequence[str]) -> tuple[str, ...] | None:
+    """Which of ``names`` do not exist, asked with one DescribeTable each; None when it cannot be told.
+
+    For errors only: DynamoDB's ResourceNotFoundException does not say which table it missed.
+    """
+    missing = []
+    for name in names:
+        try:
+            connection.describe_table(name)
+        except TableDoesNotExist:
+            missing.append(name)
+        except (PynamoDBException, BotoCoreError, ClientError):
+            return None  # No DescribeTable permission, or no answer: which is missing is unknown.
+    return tuple(missing)
+
+
+def raise_missing_table(connection: Connection, actions: Sequence[Mapping[str, Any]], exc: PynamoDBException) -> None:
+    """Raise :class:`TableNotFound` naming the table a transaction missed, when that is why it failed.
+
+    Args:
+        connection: the connection that sent the transaction (DescribeTable asks on it).
+        actions: each action's own arguments (``TableName``, ``Key`` or ``Item``, ...).
+        exc: the transaction's error.
+    """
+    if not isinstance(exc, TransactWriteError) or error_code(exc) != "ResourceNotFoundException":
+        return
+    names = list(dict.fromkeys(arguments["TableName"] for arguments in actions))
+    found = missing_tables(connection, names)
+    tables = found or tuple(names)
+    # A table the transaction wrote only lock items to is a separate lock table.
+    records = {arguments["TableName"] for arguments in actions if not _is_lock(arguments)}
+    text = "; ".join(
+        f"table {table!r} does not exist"
+        if table in records
+        else f"lock table {table!r} does not exist (Meta.unique_lock_table): create it with "
+        "pynamodb_unique.create_lock_table(Model)"
+        for table in tables
+    )
+    if not found and len(names) > 1:
+        text = f"one of these: {text}"
+    raise TableNotFound(tables, text, exc.cause) from exc
+
+
+def _is_lock(arguments: Mapping[str, Any]) -> bool:
+    """Whether a transaction's action addresses a lock item (its key names a lock key)."""
+    key = arguments.get("Key") or arguments.get("Item") or {}
+    return any(isinstance(value, dict) and str(value.get("S", "")).startswith(LOCK_PREFIX) for value in key.values())

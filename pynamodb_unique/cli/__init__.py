@@ -20,10 +20,11 @@ except ImportError as exc:  # pragma: no cover - only without the extra.
     raise SystemExit(2) from None
 
 from .._iam import iam_policy
+from .._ops.backfill import backfill
 from .._ops.collect import MissingLock
 from .._ops.explain import explain, inspect
 from .._ops.migrate import complete
-from .._ops.repair import backfill, repair
+from .._ops.repair import repair
 from ._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -94,9 +95,10 @@ def audit_command(scanned: Scanned) -> None:
 
     Kinds: orphaned (the owner is gone or holds another value), missing (a live value without
     its lock), foreign (the lock names another record than the holder), duplicate (records share
-    a normalized value). Past 20 problems only the first 20 are listed after the counts (--limit,
-    --all). Exit status 1 when any is found. With --from-export no table is read: a DynamoDB
-    export (DynamoDB JSON) is audited in bounded memory (the export extra).
+    a normalized value). Those needing a person come first (duplicate, foreign, orphaned, then
+    missing). Past 20 problems only the first 20 are listed after the counts (--limit, --all).
+    Exit status 1 when any is found. With --from-export no table is read: a DynamoDB export
+    (DynamoDB JSON) is audited in bounded memory (the export extra).
 
     \b
     Example:
@@ -132,20 +134,22 @@ def repair_command(scanned: Scanned, apply: bool) -> None:
 
 @cli.command("backfill")
 @scanning
-def backfill_command(scanned: Scanned) -> None:
-    """Create every missing lock, e.g. after adding a constraint to a table with records.
+@click.option("--apply", is_flag=True, help="Create the missing locks (without it: a dry run that writes nothing).")
+def backfill_command(scanned: Scanned, apply: bool) -> None:
+    """Create every missing lock, e.g. after adding a constraint to a table with records: a dry run unless --apply.
 
-    Each lock is a conditional put checked against its record: safe to interrupt and re-run.
-    Values held by several records get no lock and are listed first. Exit status 0 when nothing
-    is left to fix.
+    Each lock is a conditional put checked against its record, whole records in transactions of
+    up to 100 actions: safe to interrupt and re-run. Values held by several records get no lock
+    and are listed first. Exit status 0 when nothing is left to fix.
 
     \b
     Example:
-      pynamodb-unique backfill myapp.models:Account --segments 8 --max-rate 500
+      pynamodb-unique backfill myapp.models:Account                                # what would be created
+      pynamodb-unique backfill myapp.models:Account --apply --segments 8 --max-rate 500
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
     model, report = scanned.model, scanned.report
-    sends = [p for p in report.problems if isinstance(p, MissingLock)]
-    run = functools.partial(backfill, model, report, segments=scanned.segments)
+    sends = [p for p in report.problems if isinstance(p, MissingLock)] if apply else []
+    run = functools.partial(backfill, model, report, apply=apply, segments=scanned.segments)
     conclude("backfill", scanned, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
 
 

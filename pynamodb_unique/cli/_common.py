@@ -31,6 +31,7 @@ from .._mixin import UniqueMixin
 from .._model.context import context_of
 from .._model.registry import constraints_of, declaring, table_neighbours
 from .._model.seam import connection, forget_connection
+from .._write.send import missing_tables
 from ..exceptions import UniqueError
 
 EXIT_OK: Final = 0
@@ -112,7 +113,8 @@ def load_model(
     """Import ``package.module:ClassName`` and point it at ``endpoint``, ``region`` and ``profile`` when given.
 
     Raises:
-        click.ClickException: the path names no unique model, or no such profile (exit status 2).
+        click.ClickException: the path names no unique model (a name the module lacks is said so,
+            with the module's UniqueMixin model classes), or no such profile (exit status 2).
     """
     module_name, _, class_name = path.partition(":")
     if not module_name or not class_name:
@@ -126,7 +128,17 @@ def load_model(
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's model path.
         fail(f"cannot import {module_name!r}: {exc}")
-    model = getattr(module, class_name, None)
+    if not hasattr(module, class_name):
+        # A misspelt name is told from a name that is no model, with the names that would do.
+        models = sorted(
+            name
+            for name, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, UniqueMixin) and value is not UniqueMixin
+        )
+        found = f"; its UniqueMixin model classes: {', '.join(models)}" if models else ""
+        found = found or ", and no UniqueMixin model class"
+        fail(f"module {module_name!r} has no name {class_name!r}{found}")
+    model = getattr(module, class_name)
     if not (isinstance(model, type) and issubclass(model, UniqueMixin)):
         fail(f"{path!r} is not a UniqueMixin model class")
     point(model, endpoint_url=endpoint, region=region, renew=bool(profile))
@@ -169,8 +181,16 @@ def error_message(exc: PynamoDBException | BotoCoreError, model: Model) -> str:
     causes = list(_causes(exc))
     if any(isinstance(c, PynamoDBException) and c.cause_response_code == "ResourceNotFoundException" for c in causes):
         meta = model.Meta
-        tables = {meta.table_name, getattr(meta, "unique_lock_table", None) or meta.table_name}
-        return f"table not found {place}: {' or '.join(sorted(t for t in tables if t))}"
+        locks = getattr(meta, "unique_lock_table", None)
+        names = [name for name in dict.fromkeys((meta.table_name, locks)) if name]
+        # DynamoDB does not say which table it missed: ask, and name only the missing one.
+        tables = missing_tables(connection(model).connection, names) or names
+        create = f"create it with pynamodb_unique.create_lock_table({model.__name__})"
+        shown = [
+            f"{name} (the lock table, Meta.unique_lock_table: {create})" if name == locks != meta.table_name else name
+            for name in tables
+        ]
+        return f"table not found {place}: {' or '.join(shown)}"
     # botocore's own errors say it once: PynamoDB repeats them in its message, then as the cause.
     for error in causes:
         if isinstance(error, (NoCredentialsError, PartialCredentialsError)):

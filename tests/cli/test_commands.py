@@ -128,17 +128,30 @@ def test_repair_command__dry_run_then_apply(user_model: tuple[Any, list[str]]) -
     assert again.output.splitlines()[-1] == "done: nothing to do"
 
 
-def test_backfill_command__creates_locks_and_lists_duplicates(user_model: tuple[Any, list[str]]) -> None:
-    """backfill creates the missing locks, exits 1 while a duplicate remains, 0 once none does."""
+def test_backfill_command__dry_run_writes_nothing(user_model: tuple[Any, list[str]]) -> None:
+    """Without --apply backfill says what it would create, writes nothing and exits 1, as repair does."""
     model, target = user_model
     put_record(model, ("ACCT#1", "PROFILE"), email="ada@lovelace.io", username="ada")
     put_record(model, ADA_TWIN, email="ADA@lovelace.io")
-    first = _run("backfill", *target, "--segments", "2")
+    before = all_items(model)
+    dry = _run("backfill", *target)
+    assert dry.exit_code == 1
+    assert all_items(model) == before
+    assert "would create: missing lock UNIQ#HANDLE#ada" in dry.output
+    assert dry.output.splitlines()[-1] == "dry run, nothing written: 1 planned, 1 left; run again with --apply to write"
+
+
+def test_backfill_command__creates_locks_and_lists_duplicates(user_model: tuple[Any, list[str]]) -> None:
+    """backfill --apply creates the missing locks, exits 1 while a duplicate remains, 0 once none does."""
+    model, target = user_model
+    put_record(model, ("ACCT#1", "PROFILE"), email="ada@lovelace.io", username="ada")
+    put_record(model, ADA_TWIN, email="ADA@lovelace.io")
+    first = _run("backfill", *target, "--apply", "--segments", "2")
     assert first.exit_code == 1
     assert "created: missing lock UNIQ#HANDLE#ada" in first.output
     assert "left: duplicate value UNIQ#EMAIL#ada@lovelace.io" in first.output
     delete_record(model, ADA_TWIN)
-    second = _run("backfill", *target)
+    second = _run("backfill", *target, "--apply")
     assert second.exit_code == 0
     assert "created: missing lock UNIQ#EMAIL#ada@lovelace.io" in second.output
     assert _run("audit", *target).exit_code == 0
@@ -199,6 +212,16 @@ def test_explain_command__prints_the_library_request(tmp_path: Path, monkeypatch
         ),
         pytest.param(["audit", "json"], "Error: expected a model as package.module:ClassName", id="no-class"),
         pytest.param(
+            ["audit", "{module}:Acount"],
+            "Error: module '{module}' has no name 'Acount'; its UniqueMixin model classes: Account",
+            id="misspelled",
+        ),
+        pytest.param(
+            ["audit", "json:Account"],
+            "Error: module 'json' has no name 'Account', and no UniqueMixin model class",
+            id="no-name",
+        ),
+        pytest.param(
             ["explain", "{model}", "--op", "save", "--item", "[1]"], "Error: --item must be a JSON object", id="item"
         ),
         pytest.param(
@@ -214,12 +237,36 @@ def test_errors__one_line_and_exit_2(
 ) -> None:
     """Usage and configuration errors print one line, no traceback, and exit 2."""
     monkeypatch.syspath_prepend(str(tmp_path))
-    model = f"{_write_module(tmp_path, unique_table_name('accounts'))}:Account"
-    result = CliRunner().invoke(cli, [a.format(model=model) for a in args])
+    module = _write_module(tmp_path, unique_table_name("accounts"))
+    result = CliRunner().invoke(cli, [a.format(model=f"{module}:Account", module=module) for a in args])
     assert result.exit_code == 2
-    assert result.output.startswith(message)
+    assert result.output.startswith(message.format(module=module))
     assert len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_errors__missing_lock_table__named_with_create_lock_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_backend: None
+) -> None:
+    """A separate lock table that does not exist is named alone (its records table exists), with create_lock_table()."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    table = unique_table_name("accounts")
+    name = _write_module(tmp_path, table, retries=0)
+    source = (tmp_path / f"{name}.py").read_text()
+    locks = f"{table}-locks-missing"
+    (tmp_path / f"{name}.py").write_text(
+        source.replace(
+            "        unique_constraints", f"        unique_lock_table = {locks!r}\n        unique_constraints", 1
+        )
+    )
+    importlib.import_module(name).Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    for command in ("audit", "repair", "backfill"):
+        result = CliRunner().invoke(cli, [command, f"{name}:Account"])
+        assert (result.exit_code, result.output) == (
+            2,
+            f"Error: table not found in AWS region us-east-1: {locks} (the lock table, Meta.unique_lock_table: "
+            "create it with pynamodb_unique.create_lock_table(Account))\n",
+        )
 
 
 def test_errors__missing_table_and_unreachable_endpoint(

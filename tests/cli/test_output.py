@@ -72,7 +72,11 @@ def test_audit_command__summary_past_a_screen(legacy: tuple[Any, list[str]]) -> 
     assert lines[3].split() == ["HANDLE", "1", str(1 + LEGACY), "1", "0"]
     assert lines[4].split() == ["TENANT_SLUG", "0", "0", "0", "0"]
     assert lines[5].split() == ["total", "2", str(2 + 2 * LEGACY), "1", "1"]
-    assert len(_problem_lines(result)) == 20
+    shown = _problem_lines(result)
+    assert len(shown) == 20
+    # What needs a person first (the duplicate, then the foreign lock), not 20 of the 62 missing locks.
+    assert [line.split()[0] for line in shown[:5]] == ["duplicate", "foreign", "orphaned", "orphaned", "missing"]
+    assert shown[0].startswith("  duplicate value UNIQ#EMAIL#ada@lovelace.io")
     assert lines[-2] == f"  ... and {PROBLEMS - 20} more problems {MORE}"
     assert lines[-1] == f"{PROBLEMS} problems"
     assert len(lines) == 6 + 20 + 2
@@ -126,10 +130,10 @@ def test_repair_command__summary_lists_what_is_left_first(legacy: tuple[Any, lis
 def test_backfill_command__quiet_and_all(legacy: tuple[Any, list[str]]) -> None:
     """backfill --quiet prints one line; a second run with --all lists every fix left."""
     _, target = legacy
-    quiet = _run("backfill", *target, "-q")
+    quiet = _run("backfill", *target, "--apply", "-q")
     missing = 2 + 2 * LEGACY
     assert (quiet.exit_code, quiet.stdout) == (1, f"done: {missing} applied, {PROBLEMS - missing} left\n")
-    again = _run("backfill", *target, "--all")
+    again = _run("backfill", *target, "--apply", "--all")
     left = [line for line in again.stdout.splitlines() if line.startswith("  left: ")]
     assert len(left) == PROBLEMS - missing
     assert again.stdout.splitlines()[-1] == f"done: {PROBLEMS - missing} left"
@@ -238,7 +242,7 @@ def test_backfill_command__json_document(user_model: tuple[Any, list[str]]) -> N
     model, target = user_model
     put_record(model, ("ACCT#1", "PROFILE"), email="ada@lovelace.io", username="ada")
     put_record(model, ADA_TWIN, email="ADA@lovelace.io")
-    first = _run("backfill", *target, "--json")
+    first = _run("backfill", *target, "--apply", "--json")
     assert first.exit_code == 1
     document = json.loads(first.stdout)
     assert document["counts"] == {"applied": 1, "planned": 0, "skipped": 0, "left": 1}
@@ -246,7 +250,7 @@ def test_backfill_command__json_document(user_model: tuple[Any, list[str]]) -> N
         ("none", "left", "UNIQ#EMAIL#ada@lovelace.io"),
         ("create", "applied", "UNIQ#HANDLE#ada"),
     ]
-    second = _run("backfill", *target, "--json")
+    second = _run("backfill", *target, "--apply", "--json")
     assert second.exit_code == 1
     assert json.loads(second.stdout)["counts"]["applied"] == 0
 
@@ -336,7 +340,7 @@ def test_audit_command__progress_total_from_item_count(
     _run("audit", *target)
     assert bars == [("scan", len(all_items(model)), True)]
     bars.clear()
-    _run("backfill", *target)
+    _run("backfill", *target, "--apply")
     assert bars == [("scan", len(all_items(model)) - 2 - 2 * LEGACY, True), ("backfill", 2 + 2 * LEGACY, True)]
     bars.clear()
     _run("audit", *target, "--quiet")

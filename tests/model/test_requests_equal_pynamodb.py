@@ -38,7 +38,9 @@ from pynamodb.models import Model
 from pynamodb_unique import (
     ConditionFailed,
     InvalidUniqueValue,
+    TableNotFound,
     UniqueAttribute,
+    UniqueConfigError,
     UniqueConstraint,
     UniqueMixin,
     create_lock_table,
@@ -715,6 +717,15 @@ def test_transact__errors_wrapped_as_pynamodb(moto_backend: None, failure: str) 
         send_transaction(connection, grouped, None, attempts=1)
     theirs = theirs_raised.value
     ours = ours_raised.value.cause if isinstance(ours_raised.value, WriteFailed) else ours_raised.value
+    if failure == "no-table":
+        # The library names the missing table (TableNotFound, a TransactWriteError with the same
+        # cause); the error wrapped as PynamoDB wraps it is its __cause__.
+        assert isinstance(ours, TableNotFound)
+        assert ours.tables == ("missing-table",)
+        assert ours.cause_response_code == theirs.cause_response_code
+        assert isinstance(ours.__cause__, TransactWriteError)
+        assert ours.cause is ours.__cause__.cause
+        ours = ours.__cause__
     assert isinstance(ours, TransactWriteError)
     assert type(ours) is type(theirs)
     assert str(ours) == str(theirs)
@@ -889,3 +900,26 @@ def test_check_key__refused_exactly_when_the_hash_key_starts_with_the_lock_prefi
             context.check_key(record)
     else:
         context.check_key(record)
+
+
+# --- a separate lock table that does not exist ------------------------------------------------
+
+
+def test_save__lock_table_missing__names_it_and_create_lock_table(backend: Backend) -> None:
+    """A save whose lock table was never created names it and create_lock_table(), still a TransactWriteError."""
+    model = bind_model(Account, backend, create=False)
+    locks = f"{model.Meta.table_name}-locks"
+    model.Meta.unique_lock_table = locks  # type: ignore[attr-defined]
+    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    with pytest.raises(TableNotFound) as caught:
+        model(pk="ACCT#1", email="ada@lovelace.io").save()
+    error = caught.value
+    # Handlers written for PynamoDB, and for the library's configuration errors, both catch it.
+    assert isinstance(error, TransactWriteError)
+    assert isinstance(error, UniqueConfigError)
+    assert error.cause_response_code == "ResourceNotFoundException"
+    assert error.tables == (locks,)
+    assert str(error) == (
+        f"lock table {locks!r} does not exist (Meta.unique_lock_table): create it with "
+        "pynamodb_unique.create_lock_table(Model)"
+    )

@@ -14,7 +14,15 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as PynamoTransactWrite
 
-from pynamodb_unique import InvalidUniqueValue, StaleWrite, TransactWrite, UniqueError, UniqueViolation, is_lock_item
+from pynamodb_unique import (
+    InvalidUniqueValue,
+    StaleWrite,
+    TableNotFound,
+    TransactWrite,
+    UniqueError,
+    UniqueViolation,
+    is_lock_item,
+)
 
 
 class Event(Model):
@@ -244,3 +252,16 @@ def test_tx__race_two_transactions_one_value__one_wins(dynoxide_endpoint: str) -
         outcomes.append(sorted(results))
     assert outcomes == [["ok", "taken"]] * 10
     assert_invariant(accounts)
+
+
+def test_tx__lock_table_missing__table_not_found_names_it(backend: Backend) -> None:
+    """A transaction whose lock table was never created raises TableNotFound naming it, still a TransactWriteError."""
+    model = bind_model(Account, backend, create=False)
+    locks = f"{model.Meta.table_name}-locks"
+    model.Meta.unique_lock_table = locks  # type: ignore[attr-defined]
+    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    with pytest.raises(TableNotFound) as caught, _tx(model) as tx:
+        tx.save(model(pk="ACCT#1", email="ada@lovelace.io"))
+    assert isinstance(caught.value, TransactWriteError)
+    assert caught.value.tables == (locks,)
+    assert "create_lock_table(" in str(caught.value)

@@ -364,6 +364,37 @@ def test_backfill__interrupted_then_rerun_finishes(backend: Backend) -> None:
     assert_invariant(model)
 
 
+@pytest.mark.parametrize("separate", [False, True], ids=["shared", "separate"])
+def test_backfill__sends_whole_records_in_transactions_of_up_to_100_actions(backend: Backend, separate: bool) -> None:
+    """60 records missing two locks each: 2 transactions of whole records (as migrate sends), not one per lock."""
+    model = bind_accounts(backend, separate=separate)
+    for n in range(60):
+        put_record(model, (f"ACCT#{n:02d}", "PROFILE"), email=f"u{n}@x.io", username=f"u{n}")
+    report = audit(model)
+    with RequestCounter(model) as counter:
+        result = backfill(model, report)
+    assert [f.outcome for f in result.fixes] == ["applied"] * 120
+    sent = counter.params("TransactWriteItems")
+    # A record's ConditionCheck and its two Puts travel together: 33 records fill 99 actions.
+    assert [len(t["TransactItems"]) for t in sent] == [99, 81]
+    assert audit(model).clean
+
+
+def test_backfill__apply_false__dry_run_writes_nothing(damaged: type[Account]) -> None:
+    """backfill(apply=False) plans the missing locks as repair's dry run does and writes nothing."""
+    before = all_items(damaged)
+    result = backfill(damaged, apply=False)
+    assert not result.applied
+    assert {(f.problem.kind, f.action, f.outcome) for f in result.fixes} == {
+        ("missing", "create", "planned"),
+        ("orphaned", "none", "left"),
+        ("foreign", "none", "left"),
+        ("duplicate", "none", "left"),
+    }
+    assert all_items(damaged) == before
+    assert backfill(damaged).applied  # Without apply= the Python function writes, as it always has.
+
+
 def test_backfill__leaves_other_problems_to_repair(damaged: type[Account]) -> None:
     """Backfill only creates missing locks; orphaned and foreign locks stay for repair."""
     result = backfill(damaged)
@@ -374,6 +405,18 @@ def test_backfill__leaves_other_problems_to_repair(damaged: type[Account]) -> No
         ("duplicate", "left"),
     }
     assert _found(audit(damaged)) == EXPECTED - {k for k in EXPECTED if k[0] == "missing"}
+
+
+def test_audit__problems_needing_a_person_first(damaged: type[Account]) -> None:
+    """Problems come by kind (duplicate, foreign, orphaned, missing), then constraint, then lock key."""
+    assert [(p.kind, p.lock_key) for p in audit(damaged).problems] == [
+        ("duplicate", "UNIQ#EMAIL#ada@lovelace.io"),
+        ("foreign", "UNIQ#HANDLE#grace"),
+        ("orphaned", "UNIQ#EMAIL#alan@turing.org"),
+        ("orphaned", "UNIQ#HANDLE#alan"),
+        ("missing", "UNIQ#EMAIL#edsger@dijkstra.nl"),
+        ("missing", "UNIQ#HANDLE#edsger"),
+    ]
 
 
 def test_audit__digest_keys_matched_by_recomputing(backend: Backend) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 
 import pynamodb_unique
@@ -143,3 +144,12 @@ def test_types__normalizers() -> None:
     assert_type(normalizers.email("ada@lovelace.io"), str)
     assert_type(normalizers.chain(normalizers.username, normalizers.skeleton), Callable[[str], str])
     assert_type(normalizers.CONFUSABLES_UNICODE_VERSION, str)
+
+
+def test_types__table_not_found__tables_and_pynamodb_base() -> None:
+    """TableNotFound names its tables and is both a library error and PynamoDB's TransactWriteError."""
+    error = pynamodb_unique.TableNotFound(["account-locks"], "lock table 'account-locks' does not exist")
+    assert_type(error.tables, tuple[str, ...])
+    assert isinstance(error, pynamodb_unique.UniqueConfigError)
+    assert isinstance(error, TransactWriteError)
+    assert error.tables == ("account-locks",)
