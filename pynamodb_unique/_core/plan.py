@@ -118,6 +118,19 @@ def _or_default(value: Any, default: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class GuardTemplate:
+    """A guard shape's request text as PynamoDB serialized it: its expression and attribute names.
+
+    Its values are numbered ``:0``, ``:1``... in the order :meth:`Guard.compiled` gives them
+    (checked against PynamoDB's numbering when the template is made).
+    """
+
+    expression: str
+    names: Mapping[str, str]
+    count: int
+
+
 #: Nothing stored (shared: a Stored is never changed once made).
 ABSENT: Final = Stored(exists=False)
 
@@ -170,6 +183,44 @@ class Guard:
         if cas is None:
             return gone if self.gone_ok else None
         return gone | cas if self.gone_ok else cas
+
+    def compiled(self) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
+        """(shape, values) of the condition: what its text depends on, and its values in one pass.
+
+        Only a fast path: :func:`~pynamodb_unique._write.requests.guard_condition` checks, once
+        per shape, that PynamoDB's serialization of :meth:`condition` numbers these values in
+        this order, and serializes the condition itself for a shape where it does not.
+        """
+        planner, stored = self.planner, self.stored
+        if not stored.exists:
+            # A delete's "gone, or of this class holding no unique value": each attribute absent (or NULL).
+            if not self.gone_ok or planner.defaults_hold_locks:
+                return (False, self.gone_ok, ()), []
+            _, found = Guard(planner, planner.bare).compiled()
+            return (False, self.gone_ok, ()), found
+        stored_values, defaults, verbatim = stored.values, planner.defaults, stored.verbatim
+        ranged = planner.ranged if stored.ranged else _NO_NAMES
+        states = []
+        found = []
+        for name in planner.unique_names:
+            value = stored_values.get(name)
+            state = cas_state(name, value, defaults, verbatim, ranged)
+            states.append(state)
+            if state in (ABSENT_STATE, DEFAULT_STATE):
+                # attribute_type(x, NULL), as PynamoDB serializes it: PynamoDB loads NULL as absent.
+                found.append({STRING: NULL})
+            if state == VERBATIM_STATE:
+                found.append(verbatim[name])  # type: ignore[index] # set in that state.
+            elif state >= RANGE_STATE:  # Only a scan's values (Stored.ranged) are in these states.
+                if state == DEFAULT_RANGE_STATE:
+                    found.append({STRING: NULL})
+                found += second_bounds(value)  # type: ignore[arg-type] # a value with bounds in these states.
+            elif state != ABSENT_STATE:
+                found.append(planner.serialize(name, value))
+        kind = planner.kind_value
+        if kind is not None:
+            found.append(dict(kind))  # A new dict each time, as every value of a request.
+        return (True, self.gone_ok, tuple(states)), found
 
 
 def former_slot(name: str) -> str:
@@ -472,6 +523,11 @@ class Planner:
         None or an empty set (no value, stored as no attribute) loads as the attribute's fixed default.
         """
         return {name: _or_default(values.get(name), self.defaults.get(name)) for name in self.unique_names}
+
+    @cached_property
+    def guard_texts(self) -> dict[tuple[Any, ...], GuardTemplate | None]:
+        """Each guard shape's request text, made once from PynamoDB's serialization (by ``guard_condition``)."""
+        return {}
 
     @cached_property
     def defaults_hold_locks(self) -> bool:

@@ -12,7 +12,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from .._core.lockitem import OwnerKey
-from .._core.plan import Guard, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
+from .._core.plan import Guard, GuardTemplate, LockNotOurs, LockPut, LockRelease, Plan, RecordWrite
 from .._model.context import context_of
 from .._model.locks import LockTable
 from .._model.seam import put_kwargs
@@ -36,13 +36,46 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 
 
 def guard_condition(guard: Guard) -> dict[str, Any]:
-    """A guard's condition as request arguments (none when it checks nothing), as PynamoDB's builders give them.
+    """A guard's condition as request arguments (none when it checks nothing), as PynamoDB serializes it.
+
+    Fast path, measured in benchmarks/run.py (docs/architecture.md): each shape's text is
+    PynamoDB's serialization, made once per planner; a write fills in its values.
 
     Returns:
         ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
         ``ExpressionAttributeValues``.
     """
-    condition = guard.condition()
+    shape, found = guard.compiled()
+    texts = guard.planner.guard_texts
+    if shape not in texts:
+        texts[shape] = _template(guard, found)
+    template = texts[shape]
+    if template is None or template.count != len(found):
+        return _serialized(guard.condition())
+    if not template.expression:  # The shape checks nothing.
+        return {}
+    kwargs: dict[str, Any] = {
+        "ConditionExpression": template.expression,
+        "ExpressionAttributeNames": dict(template.names),
+    }
+    if found:
+        kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(found)}
+    return kwargs
+
+
+def _template(guard: Guard, found: list[dict[str, Any]]) -> GuardTemplate | None:
+    """A shape's template, or None when PynamoDB numbers its values otherwise (it is then serialized each time)."""
+    kwargs = _serialized(guard.condition())
+    if not kwargs:
+        return GuardTemplate("", {}, 0) if not found else None
+    values = kwargs.get("ExpressionAttributeValues", {})
+    if values != {f":{i}": value for i, value in enumerate(found)}:
+        return None
+    return GuardTemplate(kwargs["ConditionExpression"], kwargs["ExpressionAttributeNames"], len(found))
+
+
+def _serialized(condition: Condition | None) -> dict[str, Any]:
+    """A condition's request arguments, as PynamoDB's builders give them (none for None)."""
     if condition is None:
         return {}
     placeholders: dict[str, str] = {}
@@ -64,6 +97,12 @@ def record_kwargs(
     add_version_condition: bool,
 ) -> dict[str, Any]:
     """The record's own write, built by PynamoDB's builders with the caller's and the library's conditions."""
+    guard = write.guard
+    if condition is None and guard is not None and write.op != "update" and not _versioned(instance):
+        # The library's guard alone: its text made once per shape (guard_condition), the rest by
+        # PynamoDB's builder.
+        item = record_kwargs(instance, RecordWrite(write.op, None), None, actions, add_version_condition)
+        return {**item, **guard_condition(guard)}
     condition = and_conditions(condition, write.condition)
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
@@ -174,3 +213,9 @@ def build_request(
             item = lock_kwargs(context, instance, locks, action, owner=fields, expires=plan.expires, now=now)
         items.append({TRANSACT_KINDS[action.op]: item})
     return Request(items, "TransactWriteItems", transactional=True)
+
+
+def _versioned(instance: Model) -> bool:
+    """Whether the record's model has a version attribute (its builder adds a check of its own)."""
+    context = context_of(type(instance))
+    return context is None or context.planner.versioned
