@@ -49,6 +49,7 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
 
+
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
     """The violation a ``taken`` finding means, with the owner read from the lock item."""
     action = finding.action
@@ -149,7 +150,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         # table of a model keeping locks in its own table is renewed with it.
         table = connection(context.model)
         sender, attempts = table.connection, context.read_retry_attempts
-        locks = context.locks(table)
+        locks = context.write_locks(table)
         # A caller's token resent keeps its first request's clock (expiring locks carry the time).
         now = request_clock(base_token) if locks.expiring else None
         # A counter, not range(): read at each turn, and no range object built on every write.
