@@ -55,8 +55,6 @@ _mutex = threading.Lock()
 # Held weakly: a model class nothing else uses any more (a test's, a reloaded module's) goes, and
 # with it its connection and botocore client.
 _models: dict[tuple[str, str, TableId], weakref.ref[type[Model]]] = {}
-# Every unique model class still alive, the replaced definitions too: what check_twins compares.
-_every: weakref.WeakSet[type[Model]] = weakref.WeakSet()
 # Answers of holds_locks and maintains_locks per model, dropped whenever a model registers.
 _cache: dict[tuple[str, int], tuple[TableId, TableId, bool]] = {}
 #: How many times a model has registered: what was derived from the registry (a model's lock
@@ -95,27 +93,34 @@ def _shape(model: type[Model]) -> tuple[Any, ...]:
 
 
 def check_twins(model: type[Model]) -> None:
-    """Refuse a model defined again (same :func:`identity`) with other constraints, while both live.
+    """Refuse an older definition of a model (same :func:`identity`) whose constraints the registered one changed.
+
+    The registered class is the latest definition: the tools read the table as its model. An
+    older class still alive with the same constraints is that model; with others (a class
+    factory given other arguments, a test defining the model again) the tools cannot tell
+    whose locks are whose.
 
     Raises:
-        UniqueConfigError: another live class of the same module, qualified name and table keeps
-            other locks (constraints or lock table); the tools cannot tell whose locks are whose.
+        UniqueConfigError: the registered class of ``model``'s identity keeps other locks
+            (constraints, their former forms, or lock table).
     """
-    with _mutex:
-        alive = list(_every)
-    for other in alive:
+    for other in _registered():
         if other is model or not same_model(model, other) or _shape(other) == _shape(model):
             continue
         table = table_id(model)
         where = table.where() if table is not None else "no table"
         msg = (
             f"two classes {model.__module__}.{model.__qualname__} use table {str(table)!r} ({where}) "
-            f"with different constraints: {[c.name for c in constraints_of(model)]} (this one) and "
-            f"{[c.name for c in constraints_of(other)]} (the other, also of module {other.__module__}); "
-            "the tools read them as one model. Give the classes different names (or __qualname__), "
-            "or different tables, or let the older class go before using the newer one"
+            f"with different constraints: {_forms(model)} (this one) and {_forms(other)} (the one "
+            f"defined later, also of module {other.__module__}, which the tools read as the model); "
+            "use the later class, or give the classes different names (or __qualname__) or tables"
         )
         raise UniqueConfigError(msg)
+
+
+def _forms(model: type[Model]) -> list[str]:
+    """A model's constraint names for a message, each with its former form's name (a migration)."""
+    return [c.name if c.former is None else f"{c.name} (former form {c.former.name})" for c in constraints_of(model)]
 
 
 def lock_table_id(model: type[Model]) -> TableId:
@@ -221,7 +226,6 @@ def register(model: type[Model]) -> None:
                 if constraint.name in theirs:
                     _check(model, other, constraint, theirs[constraint.name])
         _models[ident] = weakref.ref(model)
-        _every.add(model)
 
 
 def lock_sharers(model: type[Model]) -> list[type[Model]]:
