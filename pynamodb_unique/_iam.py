@@ -38,6 +38,9 @@ RUNTIME: Final[dict[str, frozenset[str]]] = {
             "GetItem",
             # bulk_save()'s check of a record found stored as given; TransactWrite.condition_check().
             "ConditionCheckItem",
+            # Once per table in a process, before the first write: a global table in multi-Region
+            # strong consistency takes no transaction and is refused.
+            "DescribeTable",
         }
     ),
     LOCKS: frozenset(
@@ -50,6 +53,8 @@ RUNTIME: Final[dict[str, frozenset[str]]] = {
             # unique_owner() and inspect() read one lock; validate_unique() all of a record's at once.
             "GetItem",
             "BatchGetItem",
+            # Once per table in a process, before the first write (see the records table).
+            "DescribeTable",
         }
     ),
 }

@@ -218,7 +218,7 @@ class TransactWrite(_PynamoTransactWrite):
         for entry in self._uniq_entries:
             assert entry.plan is not None  # noqa: S101 - planned by _plan_entries.
             context, instance = entry.context, entry.sent
-            locks = context.locks()
+            locks = context.write_locks()
             me = context.owner(instance)
             for action in entry.plan.sent():
                 ours = frozenset({me})

@@ -173,7 +173,7 @@ class _Handler:
     def __init__(self, model: type[UniqueMixin]) -> None:
         self.model = model
         self.scope = Scope(model)  # Raises UniqueConfigError: not a unique model.
-        self.locks: LockTable = self.scope_context().locks()
+        self.locks: LockTable = self.scope_context().write_locks()
         self.table = table_id(model)
         self.table_name = connection(model).table_name
         self.fixer = Fixer(model)

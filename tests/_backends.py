@@ -18,6 +18,9 @@ from pynamodb.connection.base import Connection
 from pynamodb.connection.table import TableConnection
 from pynamodb.models import Model
 
+from pynamodb_unique._model import global_tables
+from pynamodb_unique._model.context import context_of
+
 REGION = "us-east-1"
 
 #: Environment variables that would point a test at a real AWS account or endpoint.
@@ -81,7 +84,27 @@ def bind_model(
     bound = cast("type[M]", type(model_cls.__name__, (model_cls,), namespace))
     if create:
         bound.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        described(bound)
     return bound
+
+
+def described(model: type[Model]) -> None:
+    """Make the library's once-per-table DescribeTable (its MRSC check) now, as part of the set-up.
+
+    A test counting a write's requests then counts what every write sends, not what only a
+    process's first write to a table adds (tests/test_global_tables.py counts that).
+    """
+    context = context_of(model)
+    if context is not None and context.planner.constraints:
+        context.write_locks()
+
+
+def undescribed(model: type[Model]) -> None:
+    """Forget every table the library described, and ``model``'s check: its next write describes anew."""
+    global_tables._described.clear()
+    context = context_of(model)
+    if context is not None:
+        context.forget_locks()
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _backends import Backend, bind_model, unique_table_name
+from _backends import Backend, bind_model, described, unique_table_name
 from models import Account
 from pynamodb.models import Model
 
@@ -37,6 +37,7 @@ def bind_accounts(backend: Backend, *, separate: bool = False) -> type[Account]:
         model.Meta.unique_lock_table = unique_table_name("locks")  # type: ignore[attr-defined]
         model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
         create_lock_table(model, wait=True)
+        described(model)
     return model
 
 

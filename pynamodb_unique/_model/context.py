@@ -28,6 +28,7 @@ from .._core.plan import Planner, Stored, fixed_default
 from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
 from . import registry as _registry
+from .global_tables import refuse_strong_consistency
 from .locks import LockTable, lock_table
 from .registry import maintains_locks, separate_lock_table, stored_class
 from .seam import blank_instance, built_connection, connection
@@ -112,6 +113,8 @@ class ModelContext:
         self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
         self._locks: LockTable | None = None
         self._locks_registrations = -1
+        #: The lock table last found to take transactions (:meth:`write_locks`).
+        self._writable: LockTable | None = None
 
     # Settings, read when used: tests and the CLI change Meta after the class is defined.
 
@@ -156,6 +159,25 @@ class ModelContext:
             self._locks_registrations = _registry.registrations
             cached = self._locks = lock_table(self.model)
         return cached
+
+    def write_locks(self, table: TableConnection | None = None) -> LockTable:
+        """:meth:`locks`, for a write or a tool: the first time, check that the tables take transactions.
+
+        Checked again only when the lock table is renewed (a new connection or registration),
+        and then answered from what was described before (once per table, endpoint and Region).
+
+        Args:
+            table: the model's connection, when at hand (default: as PynamoDB caches it).
+
+        Raises:
+            UniqueConfigError: the records table or the lock table is a global table with
+                multi-Region strong consistency (no transactions there).
+        """
+        locks = self.locks(table)
+        if locks is not self._writable:
+            refuse_strong_consistency(self.model.__name__, table or connection(self.model), locks)
+            self._writable = locks
+        return locks
 
     def forget_locks(self) -> None:
         """Drop the cached lock table (after the model's host or lock table changed)."""

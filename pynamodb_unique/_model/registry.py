@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pynamodb.attributes import DiscriminatorAttribute
 
@@ -25,9 +25,29 @@ if TYPE_CHECKING:
 
 _M = TypeVar("_M", bound="Model")
 
-#: A table, by name: what Meta says now (tables and hosts set after class definition count);
-#: None for a model whose Meta names no table yet.
-TableId = str | None
+
+class Table(NamedTuple):
+    """A table as a model's requests reach it: its name, endpoint (``Meta.host``) and Region.
+
+    Tables of one name on two endpoints or in two Regions are two tables. ``str()`` gives the
+    name, as a table is named to people and in an export mapping.
+    """
+
+    name: str
+    host: str | None
+    region: str | None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def where(self) -> str:
+        """The endpoint and Region, for a message."""
+        return f"{self.host or 'the AWS endpoint'}, region {self.region or 'unset'}"
+
+
+#: A table: what Meta says now (tables and hosts set after class definition count); None for a
+#: model whose Meta names no table yet.
+TableId = Table | None
 
 _mutex = threading.Lock()
 # (module, qualified name, table at definition) -> model. A class defined again under the same
@@ -43,9 +63,63 @@ registrations = 0
 
 
 def table_id(model: type[Model], table_name: str | None = None) -> TableId:
-    """The identity of ``model``'s table (or of ``table_name``, in the same account and region)."""
-    name = table_name or getattr(getattr(model, "Meta", None), "table_name", None)
-    return str(name) if name else None
+    """The identity of ``model``'s table (or of ``table_name``, on the same endpoint and in the same Region)."""
+    meta = getattr(model, "Meta", None)
+    name = table_name or getattr(meta, "table_name", None)
+    if not name:
+        return None
+    return Table(str(name), getattr(meta, "host", None), getattr(meta, "region", None))
+
+
+def identity(model: type[Model]) -> tuple[str, str, TableId]:
+    """What tells a model class apart: its module, qualified name and table.
+
+    A class made again under the same identity (a class factory, a reload, a test helper) is the
+    same model to the registry and the tools, its latest definition registered.
+    """
+    return model.__module__, model.__qualname__, table_id(model)
+
+
+def same_model(a: type[Model], b: type[Model]) -> bool:
+    """Whether two classes are one model (:func:`identity`): the same class, or one defined again."""
+    return a is b or identity(a) == identity(b)
+
+
+def _shape(model: type[Model]) -> tuple[Any, ...]:
+    """What a model's constraints are, as far as its locks show: names, attributes, hashing, forms."""
+    forms = [(c.name, tuple(c.attributes), c.hashed, c.former and c.former.name) for c in constraints_of(model)]
+    return (*forms, lock_table_id(model))
+
+
+def check_twins(model: type[Model]) -> None:
+    """Refuse an older definition of a model (same :func:`identity`) whose constraints the registered one changed.
+
+    The registered class is the latest definition: the tools read the table as its model. An
+    older class still alive with the same constraints is that model; with others (a class
+    factory given other arguments, a test defining the model again) the tools cannot tell
+    whose locks are whose.
+
+    Raises:
+        UniqueConfigError: the registered class of ``model``'s identity keeps other locks
+            (constraints, their former forms, or lock table).
+    """
+    for other in _registered():
+        if other is model or not same_model(model, other) or _shape(other) == _shape(model):
+            continue
+        table = table_id(model)
+        where = table.where() if table is not None else "no table"
+        msg = (
+            f"two classes {model.__module__}.{model.__qualname__} use table {str(table)!r} ({where}) "
+            f"with different constraints: {_forms(model)} (this one) and {_forms(other)} (the one "
+            f"defined later, also of module {other.__module__}, which the tools read as the model); "
+            "use the later class, or give the classes different names (or __qualname__) or tables"
+        )
+        raise UniqueConfigError(msg)
+
+
+def _forms(model: type[Model]) -> list[str]:
+    """A model's constraint names for a message, each with its former form's name (a migration)."""
+    return [c.name if c.former is None else f"{c.name} (former form {c.former.name})" for c in constraints_of(model)]
 
 
 def separate_lock_table(model: type[Model]) -> str | None:
@@ -183,7 +257,7 @@ def register(model: type[Model], constraints: Sequence[Constraint]) -> None:
     Raises:
         UniqueConfigError: a constraint name clashes with another model's in the same lock table.
     """
-    ident = (model.__module__, model.__qualname__, table_id(model))
+    ident = identity(model)
     locks = lock_table_id(model)
     mine = (*constraints, *(c.former for c in constraints if c.former is not None))
     global registrations  # noqa: PLW0603 - the registry is module state, guarded by the mutex.
@@ -212,9 +286,16 @@ def lock_sharers(model: type[Model]) -> list[type[Model]]:
 
 
 def table_neighbours(model: type[Model]) -> list[type[Model]]:
-    """The registered models whose records live in ``model``'s table, ``model`` included."""
+    """The registered models whose records live in ``model``'s table, ``model`` included.
+
+    A class defined again under ``model``'s identity stands for ``model`` (one model): ``model``
+    is listed in its place.
+    """
     table = table_id(model)
-    return [m for m in _registered() if table is not None and table_id(m) == table]
+    if table is None:
+        return []
+    found = [m for m in _registered() if table_id(m) == table and not same_model(m, model)]
+    return [model, *found]
 
 
 def holds_locks(model: type[Model]) -> bool:

@@ -84,7 +84,8 @@ def audit(
     scope = Scope(model)
     context = context_of(model)
     assert context is not None  # noqa: S101 - checked by Scope.
-    locks = context.locks()
+    # The tables a scan reads (not an export's) are checked to take the fixes' transactions.
+    locks = context.write_locks() if export is None else context.locks()
     lock_id = lock_table_id(model)
     scope.check_shared(set(), lock_id)
     collector = Collector(scope, locks)

@@ -29,12 +29,14 @@ from .._model.filters import matches
 from .._model.locks import LockTable, is_lock_item, lock_expiry, ttl_attribute
 from .._model.registry import (
     TableId,
+    check_twins,
     constraints_of,
     declaring,
     discriminator,
     family,
     item_filter,
     planner_of,
+    same_model,
     stored_class,
     table_id,
     table_neighbours,
@@ -417,8 +419,13 @@ class Scope:
         #: Class names of the audited models: a lock recording one of them as its owner model is theirs.
         self.model_names = {m.__name__ for m in audited}
         names = set(self.names)
-        members: set[type[Any]] = {m for m in declaring(model, names) if constraints_of(m)}
-        members.update(m for m in audited if constraints_of(m))
+        for member in audited:
+            check_twins(member)  # Raises: defined again with other constraints.
+        members: set[type[Any]] = {m for m in audited if constraints_of(m)}
+        # A registered class defined again under an audited one's identity is that model.
+        members.update(
+            m for m in declaring(model, names) if constraints_of(m) and not any(same_model(m, a) for a in audited)
+        )
         self.members = members
         #: The members by the class name a lock records as its owner model (a name two share: neither).
         counts = Counter(m.__name__ for m in members)

@@ -194,14 +194,14 @@ def _locations(
         if len(tables) == 1:
             return {tables[0]: export}
         msg = (
-            f"the audit reads the tables {tables}: pass export= as a mapping of table name to export "
+            f"the audit reads the tables {[str(t) for t in tables]}: pass export= as a mapping of table name to export "
             "location (--from-export TABLE=LOCATION for each)"
         )
         raise UniqueError(msg)
-    missing = [t for t in tables if t not in export]
+    missing = [t for t in tables if str(t) not in export]
     extra = sorted(set(export) - {str(t) for t in tables})
     if missing or extra:
-        msg = f"the audit reads the tables {tables}; export= has {sorted(export)}"
+        msg = f"the audit reads the tables {[str(t) for t in tables]}; export= has {sorted(export)}"
         raise UniqueError(msg)
     return {t: export[str(t)] for t in tables}
 

@@ -144,7 +144,8 @@ class Fixer:
         if context is None:
             unique_planner(model)  # Raises: not a unique model.
         assert context is not None  # noqa: S101 - unique_planner raised otherwise.
-        self.locks = context.locks()
+        # A fix is a transaction: refused before anything is sent on a table that takes none.
+        self.locks = context.write_locks() if read else context.locks()
         self.table = connection(model)
 
     @staticmethod

@@ -518,6 +518,8 @@ def _run(
     connection.client  # noqa: B018 - create the shared botocore client before threads race for it.
     contexts = [r.context for r in records if r.context is not None]
     attempts = max((c.read_retry_attempts() for c in contexts), default=RETRY_ATTEMPTS)
+    for context in dict.fromkeys(contexts):
+        context.write_locks()  # Raises before any chunk is sent: a table that takes no transactions.
     error: BaseException | None = None
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bulk_save") as pool:
         pending: dict[Future[None], _Chunk] = {}

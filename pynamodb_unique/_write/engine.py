@@ -147,7 +147,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
         # table of a model keeping locks in its own table is renewed with it.
         table = connection(context.model)
         sender, attempts = table.connection, context.read_retry_attempts
-        locks = context.locks(table)
+        locks = context.write_locks(table)
         # A caller's token resent keeps its first request's clock (expiring locks carry the time).
         now = request_clock(base_token) if locks.expiring else None
         step = 0

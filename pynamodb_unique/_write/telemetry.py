@@ -5,18 +5,20 @@ WARNING a :class:`StaleWrite` or :class:`TransientError` raised. No record carri
 model, operation and constraint names, item counts and error codes (a hashed constraint's
 plaintext, or a lock key holding a value, never reaches a log or a span).
 
-OpenTelemetry (the ``otel`` extra: ``opentelemetry-api``) is imported on the first write; without
-it, or without a tracer or meter provider configured, and with DEBUG logs off, a write costs one
-check (:func:`watch`) and builds nothing.
+OpenTelemetry (the ``otel`` extra: ``opentelemetry-api``) is imported on the first write. Without
+it, and with DEBUG logs off, a write costs one check (:func:`watch`) and builds nothing. With it,
+spans and counters go through the API's tracer and meter, as OpenTelemetry asks of a library:
+with no provider set they record nothing (a write asks the no-op tracer for a span and gets the
+shared invalid one), and a provider set at any time is used from the next write on.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._core.outcome import WriteFailed
@@ -42,23 +44,23 @@ VIOLATIONS: Final = "pynamodb_unique.violations"
 STALE_WRITES: Final = "pynamodb_unique.stale_writes"
 RETRIES: Final = "pynamodb_unique.retries"
 CONSUMED_WCU: Final = "pynamodb_unique.consumed_wcu"
-#: How often, in seconds, a process without a provider looks again (asking the API costs about a
-#: microsecond per call, as it reads the environment); a provider once found is kept, as the API
-#: sets each provider only once.
-RECHECK_SECONDS: Final = 1.0
 
 
 class _OTel:
-    """The OpenTelemetry API, imported once: a tracer and the library's counters."""
+    """The OpenTelemetry API, imported once: the library's tracer and counters.
+
+    Both come from the API's global ``get_tracer`` / ``get_meter``, which answer proxies until a
+    provider is set and the provider's own from then on: a provider set at any time, before or
+    after the first write, gets the very next write, and nothing here is looked up again.
+    """
 
     def __init__(self) -> None:
         from opentelemetry import metrics, trace  # noqa: PLC0415 - optional: the otel extra.
 
         self.trace = trace
-        self.metrics = metrics
-        # Proxies: they follow providers set after this (the SDK sets each provider once).
-        self.tracer: Tracer = trace.get_tracer(SCOPE)
-        meter = metrics.get_meter(SCOPE)
+        version = _version()
+        self.tracer: Tracer = trace.get_tracer(SCOPE, version)
+        meter = metrics.get_meter(SCOPE, version)
         self.violations: Counter = meter.create_counter(VIOLATIONS, unit="{violation}", description="Unique violations")
         self.stale_writes: Counter = meter.create_counter(STALE_WRITES, unit="{write}", description="StaleWrite raised")
         self.retries: Counter = meter.create_counter(RETRIES, unit="{retry}", description="Requests resent")
@@ -66,21 +68,13 @@ class _OTel:
             CONSUMED_WCU, unit="{WCU}", description="Write capacity consumed by the library's writes"
         )
 
-        #: Whether a tracer and a meter provider are configured (as last looked up).
-        self.tracing = False
-        self.metering = False
-        #: When to look the providers up again (``time.monotonic()``), while no tracer provider is found.
-        self.next_check = 0.0
 
-    def look(self) -> None:
-        """Look up the providers again, at most once per ``RECHECK_SECONDS``."""
-        now = time.monotonic()
-        if now < self.next_check:
-            return
-        self.next_check = now + RECHECK_SECONDS
-        # The API's own providers (proxy, no-op) live in the API's modules and record nothing.
-        self.tracing = not type(self.trace.get_tracer_provider()).__module__.startswith("opentelemetry.trace")
-        self.metering = not type(self.metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
+def _version() -> str:
+    """The library's version for the instrumentation scope ("" when it is not installed)."""
+    try:
+        return version("pynamodb-unique")
+    except PackageNotFoundError:
+        return ""
 
 
 _UNSET: Final = object()
@@ -104,9 +98,9 @@ _current: ContextVar[Write | None] = ContextVar("pynamodb_unique_write", default
 
 
 class Write:
-    """One observed library write: its span (when tracing), its DEBUG logs and what it consumed.
+    """One observed library write: its span (when recorded), its DEBUG logs and what it consumed.
 
-    Made by :func:`watch` only when something observes writes; enter it with ``with`` (or call
+    Made by :func:`watch` when something may observe writes; enter it with ``with`` (or call
     :meth:`start`, then :meth:`end` or :meth:`ended`). The span's attributes, what the write did,
     are set when it ends.
     """
@@ -126,7 +120,7 @@ class Write:
         "wcu",
     )
 
-    def __init__(self, facade: _OTel | None, operation: str, model: str, *, tracing: bool, debug: bool) -> None:
+    def __init__(self, facade: _OTel | None, operation: str, model: str, *, debug: bool) -> None:
         self.facade = facade
         self.operation = operation
         self.model = model
@@ -139,15 +133,18 @@ class Write:
         self.violated: list[str] = []
         self.span: Span | None = None
         self._scope: Any = None
-        if tracing and facade is not None:
-            self.span = facade.tracer.start_span(
+        if facade is not None:
+            span = facade.tracer.start_span(
                 SPAN_PREFIX + operation,
                 attributes={"pynamodb_unique.model": model, "pynamodb_unique.operation": operation},
             )
-            # The exception is not recorded as an event: its message may hold a value.
-            self._scope = facade.trace.use_span(
-                self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-            )
+            # A tracer with no provider behind it answers a non-recording span: nothing to end.
+            if span.is_recording():
+                self.span = span
+                # The exception is not recorded as an event: its message may hold a value.
+                self._scope = facade.trace.use_span(
+                    span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+                )
         self._token: Any = None
 
     def __enter__(self) -> Write:
@@ -212,7 +209,7 @@ class Write:
             return
         if self.span is not None:
             self.wcu = (self.wcu or 0.0) + units
-        if self.facade is not None and (self.span is not None or self.facade.metering):
+        if self.facade is not None:
             self.facade.consumed.add(units, {"pynamodb_unique.operation": self.operation})
 
 
@@ -265,11 +262,12 @@ def listening(callback: Callable[[Iterable[type[Model]]], None]) -> Iterator[Non
 
 
 def watch(operation: str, model: str, written: type[Model] | Iterable[type[Model]] = ()) -> Write | None:
-    """The write to report to, or None when nothing observes writes (one check per write).
+    """The write to report to, or None when nothing can observe writes (one check per write).
 
-    Writes are observed by a tracer provider (a span), a meter provider (counters) or the
-    library's logger enabled for DEBUG (each request logged); listeners (:func:`listening`) are
-    told the models ``written``.
+    Without OpenTelemetry, only the library's logger enabled for DEBUG observes writes (each
+    request logged). With it, every write is reported to the API's tracer and meter, which record
+    only once a provider is set (whenever that is). Listeners (:func:`listening`) are told the
+    models ``written``.
     """
     if _listeners:
         models = (written,) if isinstance(written, type) else tuple(written)
@@ -278,16 +276,8 @@ def watch(operation: str, model: str, written: type[Model] | Iterable[type[Model
     facade = _otel_state if _otel_state is not _UNSET else otel()
     debug = logger.isEnabledFor(logging.DEBUG)
     if facade is None:
-        return Write(None, operation, model, tracing=False, debug=True) if debug else None
-    # Looked up again while no tracer provider is found (the clock read here: no call more per
-    # write; read on every write, so a provider set later is found within RECHECK_SECONDS however
-    # seldom the process writes). Once one is, counters go through the API's proxies, which
-    # follow a meter provider set later.
-    if not facade.tracing and time.monotonic() >= facade.next_check:
-        facade.look()
-    if not (debug or facade.tracing or facade.metering):
-        return None
-    return Write(facade, operation, model, tracing=facade.tracing, debug=debug)
+        return Write(None, operation, model, debug=True) if debug else None
+    return Write(facade, operation, model, debug=debug)
 
 
 def replanned(what: str, operation: str, plan: int, limit: int) -> None:

@@ -7,13 +7,15 @@ reads the counters' change over the test.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
+import os
+import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,8 +89,6 @@ def _otel_providers() -> OTel:
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
     assert trace.get_tracer_provider() is tracer_provider, "another tracer provider was set first"
-    # A write made earlier in the session found no provider; look again now, not a second later.
-    _telemetry._otel_state = _telemetry._UNSET
     return OTel(spans, reader)
 
 
@@ -373,13 +373,18 @@ def test_otel_absent__writes_work_and_record_nothing(
 
 
 def test_no_tracer_provider__no_span_built(monkeypatch: pytest.MonkeyPatch, otel: OTel) -> None:
-    """With the API's own (no-op) providers and DEBUG logs off, ``watch`` builds nothing."""
+    """With no tracer provider behind the API's tracer and DEBUG logs off, a write builds no span."""
+    facade = _telemetry.otel()
+    assert facade is not None
     with monkeypatch.context() as patched:
-        patched.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
-        patched.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
-        patched.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
-        assert _telemetry.watch("save", "Account") is None
-    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+        # What the API's proxy tracer answers with until a provider is set.
+        patched.setattr(facade, "tracer", trace.NoOpTracer())
+        watched = _telemetry.watch("save", "Account")
+        assert watched is not None
+        assert watched.span is None
+        with watched:
+            pass
+    assert otel.spans.get_finished_spans() == ()
     watched = _telemetry.watch("save", "Account")
     assert watched is not None
     with watched:
@@ -391,8 +396,9 @@ def test_meter_provider_only__capacity_counted_without_span(
     backend: Backend, otel: OTel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A meter provider without a tracer provider: counters, and no span."""
-    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
-    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+    facade = _telemetry.otel()
+    assert facade is not None
+    monkeypatch.setattr(facade, "tracer", trace.NoOpTracer())
     model = bind_model(Account, backend)
     delta = Delta(otel)
     account = model(pk="a1", email=ADA, username="ada")
@@ -422,49 +428,64 @@ def test_debug_logs_only__each_request_logged(
     assert _telemetry.watch("save", "Account") is None
 
 
-def test_tracer_provider_only__no_clock_read_per_write(
-    backend: Backend, otel: OTel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Once a tracer provider is found, a write reads no clock to look for providers again (here
-    with no meter provider: one is not looked for while writes are traced)."""
-    reads: list[float] = []
-
-    def monotonic() -> float:
-        reads.append(0.0)
-        return time.monotonic()
-
-    monkeypatch.setattr(_telemetry, "time", SimpleNamespace(monotonic=monotonic))
-    monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
-    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
+def test_scope__named_and_versioned(otel: OTel, backend: Backend) -> None:
+    """Spans carry the library's instrumentation scope: its name and installed version."""
     model = bind_model(Account, backend)
-    account = model(pk="a1", email=ADA, username="ada")
-    account.save()  # The first write looks the providers up.
-    assert reads
-    reads.clear()
-    account.update(actions=[model.bio.set("poet")])
-    account.delete()
-    assert reads == []
-    names = [s.name for s in otel.spans.get_finished_spans()]
-    assert names[-2:] == ["pynamodb_unique.update", "pynamodb_unique.delete"]
+    model(pk="a1", email=ADA, username="ada").save()
+    (span,) = otel.finished("pynamodb_unique.save")
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "pynamodb_unique"
+    assert span.instrumentation_scope.version == importlib.metadata.version("pynamodb-unique")
 
 
-def test_provider_set_after_writes_began__found_by_the_first_write_a_second_later(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A process that writes seldom still finds a tracer provider set after its first write: the
-    first write once ``RECHECK_SECONDS`` have passed looks again (no write count to wait for)."""
-    clock = [100.0]
-    provider: list[Any] = [trace.NoOpTracerProvider()]
-    caplog.set_level(logging.INFO, logger="pynamodb_unique")  # No DEBUG logs to observe writes.
-    monkeypatch.setattr(_telemetry, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider[0])
-    monkeypatch.setattr(metrics, "get_meter_provider", metrics.NoOpMeterProvider)
-    monkeypatch.setattr(_telemetry, "_otel_state", _telemetry._UNSET)
-    assert _telemetry.watch("save", "Account") is None  # The first write looks: nothing.
-    provider[0] = TracerProvider()  # Set later (an SDK type: not the API's own).
-    assert _telemetry.watch("save", "Account") is None  # Within the second: not looked up again.
-    clock[0] += _telemetry.RECHECK_SECONDS
-    found = _telemetry.watch("save", "Account")
-    assert found is not None
-    found.start()
-    assert found.ended("result") == "result"
+#: Writes with no provider, then sets the SDK's providers and writes once more, at once (moto).
+LATE_PROVIDER = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import moto
+from models import Account
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+with moto.mock_aws():
+    Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Account(pk="a1", email="a@x.io", username="a").save()
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(tracer_provider)
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    Account(pk="a2", email="b@x.io", username="b").update(actions=[Account.bio.set("late")])
+    names = [s.name for s in spans.get_finished_spans()]
+    data = reader.get_metrics_data()
+    counters = sorted(
+        m.name for r in (data.resource_metrics if data else ()) for s in r.scope_metrics for m in s.metrics
+    )
+    print(names, counters)
+"""
+
+
+def test_provider_set_after_writes_began__used_by_the_very_next_write(tmp_path: Any) -> None:
+    """In a fresh process, a provider set after the first write gets the very next write's span
+    and counters (no interval during which a new provider is ignored)."""
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    env.pop("OTEL_PYTHON_METER_PROVIDER", None)
+    tests = str(Path(__file__).parent)
+    done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script.
+        [sys.executable, "-c", LATE_PROVIDER, tests], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['pynamodb_unique.update'] ['pynamodb_unique.consumed_wcu']"
