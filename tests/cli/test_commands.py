@@ -381,3 +381,13 @@ def test_library__imports_without_the_cli_extra() -> None:
     assert result.stdout == "audit repair\n"
     assert result.returncode == 2
     assert result.stderr.startswith("pynamodb-unique needs the cli extra: pip install 'pynamodb-unique[cli]'")
+
+
+def test_python_m__runs_the_command() -> None:
+    """``python -m pynamodb_unique.cli`` runs the command, as ``python -m`` ran the module before it was a package."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "pynamodb_unique.cli", "--help"], capture_output=True, text=True, check=False, cwd=repo
+    )
+    assert done.returncode == 0, done.stderr
+    assert "iam" in done.stdout
