@@ -483,7 +483,7 @@ def test_provider_set_after_writes_began__used_by_the_very_next_write(tmp_path: 
     }
     env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
     env.pop("OTEL_PYTHON_METER_PROVIDER", None)
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).parents[1])
     done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script.
         [sys.executable, "-c", LATE_PROVIDER, tests], capture_output=True, text=True, env=env, check=False
     )

@@ -235,7 +235,7 @@ def test_cli_iam__prints_the_policy_as_json() -> None:
     """``pynamodb-unique iam MODEL... --tools --streams --account ID`` prints iam_policy()'s document."""
     runner = CliRunner()
     result = runner.invoke(
-        cli, ["iam", "models:Account", "test_iam:Ticket", "--tools", "--streams", "--account", ACCOUNT]
+        cli, ["iam", "models:Account", "test_iam_policy:Ticket", "--tools", "--streams", "--account", ACCOUNT]
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == iam_policy(Account, Ticket, tools=True, streams=True, account=ACCOUNT)

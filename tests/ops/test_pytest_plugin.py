@@ -22,7 +22,9 @@ from pynamodb_unique._write.telemetry import listening
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ("-p", "pynamodb_unique.pytest_plugin")
+# The inner runs load the plugin by name; a pytest-benchmark on the machine would warn there when
+# the suite runs under xdist, and its warning breaks pytester's reading of the summary.
+PLUGIN = ("-p", "pynamodb_unique.pytest_plugin", "-p", "no:benchmark")
 
 # An app's models and fixtures: moto set up by a fixture, so the audit runs while it is active.
 CONFTEST = """
