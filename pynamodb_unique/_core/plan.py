@@ -283,9 +283,7 @@ class _LockAction:
     @property
     def namespace(self) -> str:
         """The name the lock item's key holds and records (the former name for a former-form lock)."""
-        constraint = self.constraint
-        # constraint.form(former=...).name, without the call: every lock put names it.
-        return constraint.former.name if self.former and constraint.former is not None else constraint.name
+        return self.constraint.form(former=self.former).name
 
 
 @dataclass(frozen=True)

@@ -108,11 +108,7 @@ def intent_plan(
 
 
 def _updating(planner: Planner, changes: dict[str, Any]) -> Callable[[Stored], dict[str, Any]]:
-    """An update's desire: its changes applied to what is stored.
-
-    Made here, not in :func:`intent_plan`: a function whose lambda reads its variables makes a
-    cell for each on every call, a save's and a delete's too.
-    """
+    """An update's desire: its changes applied to what is stored."""
     return lambda stored: planner.updated(stored, changes)
 
 
@@ -238,7 +234,6 @@ def plain_update(
     actions: list[Action],
     condition: Condition | None,
     add_version_condition: bool,
-    owner: OwnerKey | None = None,
 ) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
 
