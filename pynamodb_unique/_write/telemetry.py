@@ -6,10 +6,10 @@ model, operation and constraint names, item counts and error codes (a hashed con
 plaintext, or a lock key holding a value, never reaches a log or a span).
 
 OpenTelemetry (the ``otel`` extra: ``opentelemetry-api``) is imported on the first write. Without
-it, and with DEBUG logs off, a write costs one check (:func:`watch`) and builds nothing. With it,
-spans and counters go through the API's tracer and meter, as OpenTelemetry asks of a library:
-with no provider set they record nothing (a write asks the no-op tracer for a span and gets the
-shared invalid one), and a provider set at any time is used from the next write on.
+it, or with neither a tracer nor a meter provider set, and with DEBUG logs off, a write costs one
+check (:func:`watch`) and builds nothing. With a provider, spans and counters go through the API's
+tracer and meter, as OpenTelemetry asks of a library; a provider set at any time is used from the
+next write on.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ class _OTel:
 
     def __init__(self) -> None:
         from opentelemetry import metrics, trace  # noqa: PLC0415 - optional: the otel extra.
+        from opentelemetry.metrics import _internal as metrics_api  # noqa: PLC0415 - as above.
 
         self.trace = trace
+        self._metrics_api = metrics_api
         version = _version()
         self.tracer: Tracer = trace.get_tracer(SCOPE, version)
         meter = metrics.get_meter(SCOPE, version)
@@ -67,6 +69,16 @@ class _OTel:
         self.consumed: Counter = meter.create_counter(
             CONSUMED_WCU, unit="{WCU}", description="Write capacity consumed by the library's writes"
         )
+
+    def recording(self) -> bool:
+        """Whether a tracer or meter provider is set (until one is, spans and counters record nothing).
+
+        Read from the globals the API's proxy tracer and meter read on each call (``get_tracer``
+        above loaded a provider named by the environment); ``get_tracer_provider()`` would look up
+        an environment variable on every write. An API without them: assume a provider is set.
+        """
+        tracer_provider = getattr(self.trace, "_TRACER_PROVIDER", self)
+        return tracer_provider is not None or getattr(self._metrics_api, "_METER_PROVIDER", self) is not None
 
 
 def _version() -> str:
@@ -264,10 +276,10 @@ def listening(callback: Callable[[Iterable[type[Model]]], None]) -> Iterator[Non
 def watch(operation: str, model: str, written: type[Model] | Iterable[type[Model]] = ()) -> Write | None:
     """The write to report to, or None when nothing can observe writes (one check per write).
 
-    Without OpenTelemetry, only the library's logger enabled for DEBUG observes writes (each
-    request logged). With it, every write is reported to the API's tracer and meter, which record
-    only once a provider is set (whenever that is). Listeners (:func:`listening`) are told the
-    models ``written``.
+    Without OpenTelemetry, or before a tracer or meter provider is set, only the library's logger
+    enabled for DEBUG observes writes (each request logged). Once a provider is set (whenever that
+    is), every write is reported to the API's tracer and meter. Listeners (:func:`listening`) are
+    told the models ``written``.
     """
     if _listeners:
         models = (written,) if isinstance(written, type) else tuple(written)
@@ -275,7 +287,7 @@ def watch(operation: str, model: str, written: type[Model] | Iterable[type[Model
             listener(models)
     facade = _otel_state if _otel_state is not _UNSET else otel()
     debug = logger.isEnabledFor(logging.DEBUG)
-    if facade is None:
+    if facade is None or not facade.recording():
         return Write(None, operation, model, debug=True) if debug else None
     return Write(facade, operation, model, debug=debug)
 
