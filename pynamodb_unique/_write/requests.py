@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pynamodb.constants import ALL_OLD
 from pynamodb.expressions.condition import Condition
@@ -89,6 +89,36 @@ def _serialized(condition: Condition | None) -> dict[str, Any]:
     return kwargs
 
 
+class _GuardCondition(Condition):
+    """A guard's condition, serialized from its shape's template (:func:`guard_condition`) when it comes first.
+
+    PynamoDB's builders serialize a request's condition before its update actions, into empty
+    placeholders: a guard alone, or leading an ``And`` (the version check), is numbered as its
+    template is. Serialized after another condition (the caller's), it is PynamoDB's own.
+    """
+
+    def __init__(self, guard: Guard, kwargs: dict[str, Any]) -> None:
+        super().__init__("AND")
+        self.guard = guard
+        self.kwargs = kwargs
+
+    def serialize(self, placeholder_names: dict[str, str], expression_attribute_values: dict[str, Any]) -> str:
+        """The condition's text; its names and values added to the request's (as every PynamoDB condition does)."""
+        if placeholder_names or expression_attribute_values:
+            # Made only for a guard that checks something: its condition is not None.
+            condition = cast("Condition", self.guard.condition())
+            text: str = condition.serialize(placeholder_names, expression_attribute_values)
+            return text
+        names = self.kwargs["ExpressionAttributeNames"]
+        placeholder_names.update({name: placeholder for placeholder, name in names.items()})
+        expression_attribute_values.update(self.kwargs.get("ExpressionAttributeValues", {}))
+        expression: str = self.kwargs["ConditionExpression"]
+        return expression
+
+    def __repr__(self) -> str:
+        return repr(self.guard.condition())
+
+
 def record_kwargs(
     instance: Model,
     write: RecordWrite,
@@ -103,7 +133,11 @@ def record_kwargs(
         # PynamoDB's builder.
         item = record_kwargs(instance, RecordWrite(write.op, None), None, actions, add_version_condition)
         return {**item, **guard_condition(guard)}
-    condition = and_conditions(condition, write.condition)
+    if guard is not None:
+        guarded = guard_condition(guard)
+        if guarded:
+            # The same text, serialized by the builder before an update's actions and a version check.
+            condition = and_conditions(condition, _GuardCondition(guard, guarded))
     if write.op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
     # PynamoDB's own builders: the mixin refuses the instance's (PynamoDB's TransactWrite calls them).
