@@ -104,7 +104,7 @@ def explain(
     intent = Intent(record_op, condition, list(actions) if actions else None, add_version_condition, token)
     assumed, desire = intent_plan(context, instance, record_op, actions, known)
     if desire is None:
-        request = plain_update_request(context, instance, intent)
+        request = plain_update_request(context, instance, intent.actions or [], condition, add_version_condition)
     else:
         plan, _ = plan_once(context, record_op, assumed, desire)
         locks = context.locks()

@@ -203,27 +203,31 @@ def _stale(context: ModelContext, instance: Model, op: RecordOp) -> NoReturn:
 _PLAIN_UPDATE: Final = Plan(RecordWrite("update", None), (), (), Stored(exists=True))
 
 
-def plain_update_request(context: ModelContext, instance: Model, intent: Intent) -> Request:
+def plain_update_request(
+    context: ModelContext,
+    instance: Model,
+    actions: Sequence[Action],
+    condition: Condition | None,
+    add_version_condition: bool,
+) -> Request:
     """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap.
 
     A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
     check of the stored class and asks for the item when it fails.
     """
     if context.planner.discriminator is None:
-        kwargs = update_kwargs(
-            instance, intent.actions or (), intent.condition, add_version_condition=intent.add_version_condition
-        )
+        kwargs = update_kwargs(instance, actions, condition, add_version_condition=add_version_condition)
         return Request([kwargs], "UpdateItem")
     # A polymorphic record may hold another class's item: its locks follow that class's
     # constraints, which this update cannot plan; the class check refuses it before writing.
-    checked = and_conditions(intent.condition, context.planner.class_check())
+    checked = and_conditions(condition, context.planner.class_check())
     return build_request(
         context,
         instance,
         _PLAIN_UPDATE,
         checked,
-        intent.actions,
-        add_version_condition=intent.add_version_condition,
+        actions,
+        add_version_condition=add_version_condition,
         locks=context.locks(),
     )
 
@@ -251,8 +255,7 @@ def plain_update(
     try:
         if watched is not None:
             watched.sending("UpdateItem", 1, 1)
-        intent = Intent("update", condition, actions, add_version_condition, None)
-        request = plain_update_request(context, instance, intent)
+        request = plain_update_request(context, instance, actions, condition, add_version_condition)
         try:
             response = send(connection(context.model).connection, request, None, attempts=context.read_retry_attempts)
         except WriteFailed as failure:
