@@ -128,20 +128,31 @@ def record_kwargs(
 ) -> dict[str, Any]:
     """The record's own write, built by PynamoDB's builders with the caller's and the library's conditions."""
     guard = write.guard
-    if condition is None and guard is not None and write.op != "update" and not _versioned(instance):
-        # The library's guard alone: its text made once per shape (guard_condition), the rest by
-        # PynamoDB's builder.
-        item = record_kwargs(instance, RecordWrite(write.op, None), None, actions, add_version_condition)
-        return {**item, **guard_condition(guard)}
+    beside: dict[str, Any] = {}
     if guard is not None:
         guarded = guard_condition(guard)
-        if guarded:
+        if guarded and condition is None and write.op != "update" and not _versioned(instance):
+            # The library's guard alone: its text made once per shape, beside the rest.
+            beside = guarded
+        elif guarded:
             # The same text, serialized by the builder before an update's actions and a version check.
             condition = and_conditions(condition, _GuardCondition(guard, guarded))
-    if write.op == "put":
+    item = _built(instance, write.op, condition, actions, add_version_condition)
+    return {**item, **beside} if beside else item
+
+
+def _built(
+    instance: Model,
+    op: str,
+    condition: Condition | None,
+    actions: Sequence[Action] | None,
+    add_version_condition: bool,
+) -> dict[str, Any]:
+    """The record's write by PynamoDB's builder for ``op`` (ALL_OLD on failure)."""
+    if op == "put":
         return put_kwargs(instance, condition, add_version_condition=add_version_condition)
     # PynamoDB's own builders: the mixin refuses the instance's (PynamoDB's TransactWrite calls them).
-    if write.op == "update":
+    if op == "update":
         return Model.get_update_kwargs_from_instance(
             instance,
             # The builder appends the version action to the list it is given: pass a copy.
