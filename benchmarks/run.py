@@ -2,8 +2,8 @@
 
 Run from the repository root (dynoxide installed by ``bash scripts/test``, or ``DYNOXIDE_BIN``)::
 
-    python benchmarks/run.py -o bench.json          # the figures of docs/cost-and-guarantees.md
-    python benchmarks/run.py --fast                 # rough figures: half the worker processes
+    python benchmarks/run.py -o bench.json          # every benchmark (16 min on 2 busy cores)
+    python benchmarks/run.py --fast                 # rough figures: half the worker processes (8 min)
     python benchmarks/run.py --show bench.json      # the comparisons of a saved run, again
     python -m pyperf compare_to main.json bench.json --table   # two saved runs, benchmark by benchmark
     python benchmarks/run.py --quick --debug-single-value --in-process   # a smoke run (seconds)
