@@ -20,11 +20,17 @@ from ._core.outcome import interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
-from ._model.seam import set_transaction_connection, set_transaction_token, transaction_lists
+from ._model.seam import (
+    set_transaction_connection,
+    set_transaction_token,
+    transaction_committed,
+    transaction_lists,
+    transaction_settings,
+)
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
-from ._write.send import check_token, derive_token, new_token, raise_missing_table, request_clock, retrying
+from ._write.send import check_token, commit_grouped, derive_token, new_token, raise_missing_table, request_clock
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 
@@ -264,12 +270,19 @@ class TransactWrite(_PynamoTransactWrite):
                 set_transaction_token(self, derive_token(self._uniq_base_token, step, sent))
             if watched is not None:
                 watched.sending("TransactWriteItems", len(slots), step + 1)
+            connection, token, consumed, metrics = transaction_settings(self)
             try:
                 # The same request, and so the same token, on every resend.
-                response = retrying(super()._commit)
+                response = commit_grouped(
+                    connection,
+                    lists,
+                    token,
+                    return_consumed_capacity=consumed,
+                    return_item_collection_metrics=metrics,
+                )
                 break
             except TransactWriteError as exc:
-                raise_missing_table(self._connection, [item for group in SENT_ORDER for item in lists[group]], exc)
+                raise_missing_table(connection, [item for group in SENT_ORDER for item in lists[group]], exc)
                 foreign = self._foreign_only(exc, slots)
                 if step > 0 or not foreign:
                     self._raise_for(exc, slots)
@@ -279,6 +292,7 @@ class TransactWrite(_PynamoTransactWrite):
                 self._plan_entries(foreign)
                 for group, items in lists.items():
                     items[:] = callers[group]
+        transaction_committed(self)
         if watched is not None:
             watched.consumed(response)
         for entry in self._uniq_entries:
