@@ -16,7 +16,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
 from ._core.lockitem import OwnerKey
-from ._core.outcome import interpret
+from ._core.outcome import LocksMoved, Unexplained, Violated, decide, interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
@@ -283,9 +283,7 @@ class TransactWrite(_PynamoTransactWrite):
                 break
             except TransactWriteError as exc:
                 raise_missing_table(connection, [item for group in SENT_ORDER for item in lists[group]], exc)
-                foreign = self._foreign_only(exc, slots)
-                if step > 0 or not foreign:
-                    self._raise_for(exc, slots)
+                foreign = self._settle(exc, slots, last=step > 0)
                 # A lock to release is another record's (its record expired and the value was
                 # taken, or it was moved by repair): planned again, checked instead of released.
                 _telemetry.replanned(what, "transact_write", step + 2, 2)
@@ -302,21 +300,6 @@ class TransactWrite(_PynamoTransactWrite):
             after_success(entry.context, entry.instance, intent, entry.plan, entry.desired, {}, key=key, load=False)
         return response
 
-    def _foreign_only(
-        self, exc: TransactWriteError, slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]
-    ) -> dict[int, frozenset[str]]:
-        """By entry index, the locks to release found another record's, when nothing else failed; else empty."""
-        findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
-        index = {id(entry): i for i, entry in enumerate(self._uniq_entries)}
-        by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
-        foreign: dict[int, set[str]] = {}
-        for finding in findings:
-            entry = by_action.get(id(finding.action))
-            if finding.kind != "foreign" or entry is None or not isinstance(finding.action, LockRelease):
-                return {}
-            foreign.setdefault(index[id(entry)], set()).add(finding.action.key)
-        return {i: frozenset(keys) for i, keys in foreign.items()}
-
     @staticmethod
     def _record_problem(entry: _Entry, item: dict[str, Any] | None) -> str | None:
         """Why a record write failed: a conflict message, or None when the caller's condition did."""
@@ -329,32 +312,56 @@ class TransactWrite(_PynamoTransactWrite):
             f"{who} exists; load it before saving" if not entry.assumed.exists else f"{who} changed since it was read"
         )
 
-    def _raise_for(
-        self, exc: TransactWriteError, slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]
-    ) -> None:
-        """Raise what the caller must see for a cancelled transaction."""
-        entries = [slot[0] if slot is not None else None for slot in slots]
+    def _settle(
+        self,
+        exc: TransactWriteError,
+        slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None],
+        *,
+        last: bool,
+    ) -> dict[int, frozenset[str]]:
+        """Raise what the caller must see for a cancelled transaction, or return what to re-plan with.
+
+        Args:
+            exc: the cancellation.
+            slots: what each sent position is (None: the caller's own item).
+            last: no re-plan is left.
+
+        Returns:
+            By entry index, the locks to release found another record's: checked, not released, next.
+
+        Raises:
+            UniqueViolation: a value is held by another record.
+            StaleWrite: a record or a lock changed since it was planned.
+            TransactWriteError: the caller's own items or conditions failed (``exc``).
+        """
         findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
-        by_action = {id(slot[1]): entry for slot, entry in zip(slots, entries, strict=True) if slot is not None}
-        violations = []
-        stale: list[str] = []
-        caller_failed = False
-        for finding in findings:
-            entry = by_action.get(id(finding.action))
-            if finding.kind == "other" or entry is None:
-                caller_failed = True
-            elif finding.kind == "taken":
-                violations.append(violation(entry.context, entry.instance, finding))
-            elif finding.kind == "record":
-                problem = self._record_problem(entry, finding.item)
-                caller_failed = caller_failed or problem is None
-                stale.extend([problem] if problem is not None else [])
-            elif finding.kind == "foreign" and isinstance(finding.action, LockRelease):
-                stale.append(f"the lock {finding.action.key} belongs to another record")
-        if violations:
+        by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
+        outcome = decide(findings, frozenset())
+        if isinstance(outcome, Violated):
+            violations = [
+                violation(by_action[id(f.action)].context, by_action[id(f.action)].instance, f) for f in outcome.taken
+            ]
             _telemetry.violated(violations)
             raise UniqueViolation(violations, exc)
-        if caller_failed or not stale:
+        if isinstance(outcome, Unexplained):
+            raise exc
+        foreign = [f.action for f in findings if f.kind == "foreign" and isinstance(f.action, LockRelease)]
+        if isinstance(outcome, LocksMoved) and foreign and not last:
+            index = {id(entry): i for i, entry in enumerate(self._uniq_entries)}
+            keys: dict[int, set[str]] = {}
+            for release in foreign:
+                keys.setdefault(index[id(by_action[id(release)])], set()).add(release.key)
+            return {i: frozenset(k) for i, k in keys.items()}
+        stale: list[str] = []
+        for finding in findings:
+            if finding.kind == "record":
+                problem = self._record_problem(by_action[id(finding.action)], finding.item)
+                if problem is None:
+                    raise exc  # The caller's condition failed.
+                stale.append(problem)
+            elif isinstance(finding.action, LockRelease) and finding.kind == "foreign":
+                stale.append(f"the lock {finding.action.key} belongs to another record")
+        if not stale:
             raise exc
         # The problems name record keys and lock keys, which may hold values: the log says how many.
         _telemetry.stale("TransactWrite", "transact_write", f"{len(stale)} records or locks changed since planned")

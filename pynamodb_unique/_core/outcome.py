@@ -105,13 +105,21 @@ class LocksMoved:
 
 @dataclass(frozen=True)
 class RecordFailed:
-    """The record's own condition failed: the caller's condition, or a stale view of the record.
+    """A record's own condition failed: the caller's condition, or a stale view of the record.
 
     Attributes:
-        item: the stored record DynamoDB returned (ALL_OLD), or None when it sent none.
+        records: the failed record writes' findings, as sent (a transaction may write several).
+        locks: the same cancellation's lock findings (locks found another record's; for a
+            create-only write, taken values too).
     """
 
-    item: dict[str, Any] | None
+    records: tuple[Finding, ...]
+    locks: tuple[Finding, ...] = ()
+
+    @property
+    def item(self) -> dict[str, Any] | None:
+        """The stored record DynamoDB returned (ALL_OLD) for the first failed record, or None when it sent none."""
+        return self.records[0].item
 
 
 @dataclass(frozen=True)
@@ -122,24 +130,32 @@ class Unexplained:
 Outcome = Violated | LocksMoved | RecordFailed | Unexplained
 
 
-def decide(findings: Sequence[Finding], not_ours: frozenset[str]) -> Outcome:
+def decide(findings: Sequence[Finding], not_ours: frozenset[str], *, create_only: bool = False) -> Outcome:
     """What a cancelled write means, from its findings (:func:`interpret`).
 
-    Violations come first: a taken value is reported even when the record changed too. A failed
-    record condition comes next (the record's state decides the locks). Otherwise a lock to
-    release that proved another record's is checked instead, and one checked so that proved ours
-    again is released, in a re-plan from the same assumed state.
+    Violations come first: a taken value is reported even when the record changed too, except for
+    a create-only write (``bulk_save``), whose record found stored already exists whatever its
+    locks say. The caller's own items come next (the library's findings are then beside the
+    point), then a failed record condition (the record's state decides the locks). Otherwise a
+    lock to release that proved another record's is checked instead, and one checked so that
+    proved ours again is released, in a re-plan from the same assumed state.
 
     Args:
         findings: the failed actions' findings.
         not_ours: the lock keys the failed plan checked were another record's.
+        create_only: the write only creates records (it never plans from a stored one).
     """
+    records = tuple(f for f in findings if f.kind == "record")
+    locks = tuple(f for f in findings if f.kind in ("taken", "foreign", "ours-again"))
+    if create_only and records:
+        return RecordFailed(records, locks)
     taken = tuple(f for f in findings if f.kind == "taken")
     if taken:
         return Violated(taken)
-    record = next((f for f in findings if f.kind == "record"), None)
-    if record is not None:
-        return RecordFailed(record.item)
+    if any(f.kind == "other" for f in findings):
+        return Unexplained()
+    if records:
+        return RecordFailed(records, locks)
     foreign = frozenset(f.action.key for f in findings if isinstance(f.action, LockRelease))
     back = frozenset(f.action.key for f in findings if isinstance(f.action, LockNotOurs))
     if not foreign and not back:
