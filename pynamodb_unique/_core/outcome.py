@@ -39,11 +39,13 @@ class Finding:
             (a lock checked not ours is ours), ``other`` (an item that is not the library's).
         action: the planned action, or None for another item.
         item: the stored item DynamoDB returned with the reason (ALL_OLD), if any.
+        position: the failed item's position as sent (None: not read from a cancellation).
     """
 
     kind: FindingKind
     action: PlanAction | None
     item: dict[str, Any] | None
+    position: int | None = None
 
 
 def interpret(
@@ -56,32 +58,33 @@ def interpret(
 
     Args:
         sent: each sent item's action and the owner keys counted as the writer's own (a lock
-            already owned by one of them is no violation); None for an item not the library's.
+            already owned by one of them is no violation); None for an item that is not a planned
+            action (the caller's own, or a repair's or migration's raw item: an ``other`` finding).
         reasons: the cancellation reasons, in the order sent.
     """
     findings = []
     # A value held under both forms of a constraint (a migration) is one violation: each record's
     # constraint is reported once, by the first of its taken locks as sent.
     taken: set[tuple[int, frozenset[OwnerKey]]] = set()
-    for slot, reason in zip(sent, reasons, strict=False):
+    for position, (slot, reason) in enumerate(zip(sent, reasons, strict=False)):
         if reason is None or reason.code != "ConditionalCheckFailed":
             continue
         item = reason.raw_item
         if slot is None:
-            findings.append(Finding("other", None, item))
+            findings.append(Finding("other", None, item, position))
             continue
         action, ours = slot
         if isinstance(action, RecordWrite):
-            findings.append(Finding("record", action, item))
+            findings.append(Finding("record", action, item, position))
         elif isinstance(action, LockPut):
             reported = (id(action.constraint), ours)
             if lock_owner(item) not in ours and reported not in taken:
                 taken.add(reported)
-                findings.append(Finding("taken", action, item))
+                findings.append(Finding("taken", action, item, position))
         elif isinstance(action, LockRelease):
-            findings.append(Finding("foreign", action, item))
+            findings.append(Finding("foreign", action, item, position))
         elif isinstance(action, LockNotOurs):
-            findings.append(Finding("ours-again", action, item))
+            findings.append(Finding("ours-again", action, item, position))
     return findings
 
 

@@ -21,7 +21,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
 from .._core.constraint import OWNER_HASH, OWNER_RANGE
-from .._core.outcome import WriteFailed
+from .._core.outcome import WriteFailed, interpret
 from .._core.plan import SENT_ORDER, SentGroup, Stored
 from .._model.context import context_of
 from .._model.locks import ABSENT
@@ -43,6 +43,8 @@ from .collect import (
 )
 
 if TYPE_CHECKING:
+    from pynamodb.exceptions import CancellationReason
+
     from .._mixin import UniqueMixin
 
 FixAction = Literal["delete", "create", "move", "renew", "none"]
@@ -124,10 +126,11 @@ class _Write:
             self.items[group].append(item)
             self.meanings[group].append(meaning)
 
-    def failed(self, codes: Sequence[str | None]) -> str:
+    def failed(self, reasons: Sequence[CancellationReason | None]) -> str:
         """What changed, from the cancellation reasons (in PynamoDB's send order)."""
         meanings = [meaning for group in SENT_ORDER for meaning in self.meanings[group]]
-        changed = [m for m, code in zip(meanings, codes, strict=False) if code == "ConditionalCheckFailed"]
+        findings = interpret([None] * len(meanings), reasons)
+        changed = [meanings[f.position] for f in findings if f.position is not None]
         return "; ".join(changed) or "a condition failed"
 
 
@@ -269,7 +272,7 @@ class Fixer:
         try:
             send_transaction(self.table.connection, write.items, None)
         except WriteFailed as failed:
-            return "skipped", write.failed([r.code if r is not None else None for r in failed.reasons])
+            return "skipped", write.failed(failed.reasons)
         return "applied", ""
 
 

@@ -147,3 +147,9 @@ def test_decide__create_only__record_found_first(findings: list[Finding], expect
 def test_record_failed__item__first_records() -> None:
     """RecordFailed.item is the stored item of the first failed record."""
     assert RecordFailed((RECORD_FINDING, NO_ITEM)).item == STORED
+
+
+def test_interpret__raw_items__positions_of_failed_conditions() -> None:
+    """Items that are no planned action (a repair's, a migration's) are read by the position each was sent at."""
+    findings = interpret(_sent(None, None, None), [PASSED, RECORD_CHANGED, CONFLICT])
+    assert [(f.kind, f.position, f.item) for f in findings] == [("other", 1, STORED)]
