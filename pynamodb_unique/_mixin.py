@@ -17,15 +17,16 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from ._core.constraint import Constraint
-from ._core.lockitem import OwnerKey, lock_owner
+from ._core.lockitem import OwnerKey
 from ._model.configure import configure, declared, defined_attributes
 from ._model.context import ModelContext, context_of
 from ._model.registry import Pending, register
+from ._ops.explain import value_lock
 from ._ops.reads import UniqueReads
 from ._ops.validate import validate_unique
 from ._write.engine import Intent, intent_plan, plain_update, write
 from ._write.send import check_token
-from .exceptions import InvalidUniqueValue, UniqueError
+from .exceptions import UniqueError
 
 
 def _refuse_builder(instance: Model, builder: str) -> None:
@@ -274,24 +275,5 @@ class UniqueMixin(UniqueReads):
         Raises:
             InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
         """
-        context = context_of(cls)
-        names = set(values)
-        constraint = context.planner.covering(names) if context is not None else None
-        if context is None or constraint is None:
-            msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
-            raise InvalidUniqueValue(msg)
-        # A value of None is stored as no attribute, which loads as the attribute's fixed default.
-        loaded = context.planner.as_loaded(values)
-        keys = [constraint.key_of(loaded)]
-        if constraint.former is not None:
-            keys.append(constraint.former.key_of(loaded))
-        locks = context.locks()
-        # The current form first; during a migration, the former form when the current is free.
-        for key in dict.fromkeys(k for k in keys if k is not None):
-            data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
-            item = data.get("Item")
-            # An expired lock (its record expired, or its hold ended) holds the value for no one.
-            owner = None if locks.expired(item) else lock_owner(item)
-            if owner is not None:
-                return context.decode_owner(owner)
-        return None
+        found = value_lock(cls, values)
+        return None if found.holder is None else found.context.decode_owner(found.holder)
