@@ -20,10 +20,9 @@ from pynamodb.constants import NULL, NUMBER, STRING
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveAction, SetAction
 
-from .._core.constraint import OWNER_HASH, OWNER_RANGE
 from .._core.keys import LOCK_PREFIX
 from .._core.limits import RETRY_ATTEMPTS
-from .._core.lockitem import OwnerKey
+from .._core.lockitem import OwnerKey, owner_fields
 from .._core.plan import Planner, Stored, fixed_default
 from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
@@ -225,10 +224,8 @@ class ModelContext:
 
     def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
-        fields = {OWNER_HASH: {self._hash_field[1]: owner[0]}}
-        if self._range_field is not None and len(owner) > 1:
-            fields[OWNER_RANGE] = {self._range_field[1]: owner[1]}
-        return fields
+        types = (self._hash_field[1],) if self._range_field is None else (self._hash_field[1], self._range_field[1])
+        return owner_fields(owner[: len(types)], types)
 
     def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
         """A lock's serialized owner key in the Python types of this model's key attributes."""

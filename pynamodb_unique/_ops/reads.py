@@ -48,8 +48,7 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
         """
-        if data is not None and OWNER_HASH in data:  # Lock items carry an owner; records seldom do.
-            _refuse_lock(cls, data)
+        _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
@@ -62,8 +61,7 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
         """
-        if attribute_values is not None and OWNER_HASH in attribute_values:  # Lock items carry an owner.
-            _refuse_lock(type(self), attribute_values)
+        _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:

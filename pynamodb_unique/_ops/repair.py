@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pynamodb.constants import BINARY, KEY, STRING
+from pynamodb.constants import KEY
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from .._core.constraint import OWNER_HASH, OWNER_RANGE
+from .._core.lockitem import owner_fields
 from .._core.outcome import WriteFailed, interpret
 from .._core.plan import SENT_ORDER, SentGroup, Stored
 from .._model.context import context_of
@@ -162,14 +162,6 @@ class Fixer:
         model: type[Any] = problem.models.get(key, self.model)
         return model
 
-    def _typed(self, model: type[Any], position: int, value: Any) -> dict[str, Any]:
-        """An owner field typed as the record's key attribute (lock items store them so)."""
-        if isinstance(value, (bytes, bytearray)):
-            return {BINARY: bytes(value)}
-        key_types = self._key_types(model)
-        kind = key_types[position] if position < len(key_types) else STRING
-        return {STRING if kind == BINARY else kind: value}
-
     def record_check(self, problem: Problem, key: RecordKey) -> dict[str, Any] | None:
         """ConditionCheck: the record is as audited (None: a key no record of the model can have)."""
         model = self.model_of(problem, key)
@@ -215,11 +207,7 @@ class Fixer:
         """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
         if owner is None:
             return None
-        model = self.model_of(problem, owner)
-        fields = {OWNER_HASH: self._typed(model, 0, owner[0])}
-        if len(owner) > 1:
-            fields[OWNER_RANGE] = self._typed(model, 1, owner[1])
-        return fields
+        return owner_fields(owner, self._key_types(self.model_of(problem, owner)))
 
     def lock_put(self, problem: Problem, holder: RecordKey, expected: Any) -> dict[str, Any]:
         """Give the lock to ``holder`` when it is absent (``ABSENT``) or names exactly ``expected``."""
