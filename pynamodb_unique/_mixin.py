@@ -18,6 +18,7 @@ from pynamodb.models import Model
 
 from ._core.constraint import Constraint
 from ._core.lockitem import OwnerKey
+from ._model import snapshot, updates
 from ._model.configure import configure, declared, defined_attributes
 from ._model.context import ModelContext, context_of
 from ._model.registry import Pending, register
@@ -127,7 +128,7 @@ class UniqueMixin(UniqueReads):
             return super().save(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
         # A bad value is refused while planning, before any request.
-        assumed, desire = intent_plan(context, self, "put", None, context.known(self))
+        assumed, desire = intent_plan(context, self, "put", None, snapshot.known(context, self))
         assert desire is not None  # noqa: S101 - a put always has values.
         intent = Intent("put", condition, None, add_version_condition, token, owner)
         response: dict[str, Any] = write(context, self, intent, assumed, desire)
@@ -160,12 +161,12 @@ class UniqueMixin(UniqueReads):
             raise TypeError(msg)
         context, token, owner = begun
         # What is stored matters only when a unique value moves.
-        changes = context.update_changes(actions)
+        changes = updates.update_changes(context, actions)
         # An update that creates a record holding locks without unique values (its defaults,
         # nulls_distinct=False) must take them: planned as any other (see intent_plan).
         if not changes and not context.planner.defaults_hold_locks:
             return plain_update(context, self, actions, condition, add_version_condition)
-        assumed, desire = intent_plan(context, self, "update", actions, context.known(self), changes)
+        assumed, desire = intent_plan(context, self, "update", actions, snapshot.known(context, self), changes)
         assert desire is not None  # noqa: S101 - an update with changes plans.
         intent = Intent("update", condition, actions, add_version_condition, token, owner)
         return write(context, self, intent, assumed, desire)
@@ -189,7 +190,7 @@ class UniqueMixin(UniqueReads):
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
-        assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
+        assumed, desire = intent_plan(context, self, "delete", None, snapshot.known(context, self))
         intent = Intent("delete", condition, None, add_version_condition, token, owner)
         return write(context, self, intent, assumed, desire or {})
 

@@ -18,6 +18,7 @@ from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 from ._core.lockitem import OwnerKey
 from ._core.outcome import LocksMoved, Unexplained, Violated, decide, interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
+from ._model import records, snapshot, updates
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
 from ._model.seam import (
@@ -110,10 +111,10 @@ class TransactWrite(_PynamoTransactWrite):
     @staticmethod
     def _stored(context: ModelContext, instance: Model) -> Stored:
         """What is stored: known, or read once, consistently, now (the compare-and-swap guards it)."""
-        known = context.known(instance)
+        known = snapshot.known(context, instance)
         if known is not None:
             return known
-        return context.stored_from_item(context.read_stored(instance))
+        return context.stored_from_item(records.read_stored(context, instance))
 
     def save(self, model: Any, condition: Condition | None = None, return_values: str | None = None) -> None:
         """Add a save; for a unique model, its locks too (unknown stored state: a create)."""
@@ -122,7 +123,7 @@ class TransactWrite(_PynamoTransactWrite):
         if context is None:
             super().save(model, condition=condition, return_values=return_values)
             return
-        assumed = context.known(model) or Stored(exists=False)
+        assumed = snapshot.known(context, model) or Stored(exists=False)
         entry = _Entry(
             context, model, "put", assumed, context.values(model), condition, None, add_version_condition=True
         )
@@ -149,7 +150,7 @@ class TransactWrite(_PynamoTransactWrite):
                 add_version_condition=add_version_condition,
             )
             return
-        changes = context.update_changes(actions)
+        changes = updates.update_changes(context, actions)
         assumed = self._stored(context, model)
         desired = context.planner.updated(assumed, changes)
         entry = _Entry(context, model, "update", assumed, desired, condition, list(actions), add_version_condition)

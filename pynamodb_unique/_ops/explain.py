@@ -15,6 +15,7 @@ from pynamodb.expressions.update import Action
 from .._core.constraint import Constraint
 from .._core.lockitem import OwnerKey, lock_owner
 from .._core.plan import RecordOp, Stored
+from .._model import records, snapshot
 from .._model.context import ModelContext, context_of
 from .._model.seam import connection
 from .._write.engine import Intent, intent_plan, plain_update_request, plan_once
@@ -94,7 +95,7 @@ def explain(
     assert context is not None  # noqa: S101 - a model with a planner has a context.
     token = check_token(client_request_token)
     context.check_key(instance)
-    known = context.known(instance)
+    known = snapshot.known(context, instance)
     if stored is not None:
         known = Stored(exists=True, values=planner.as_loaded(stored))
     if op == "update" and not actions:
@@ -305,7 +306,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         table = connection(model)
         meta = table.get_meta_table()
         if len(owner) == (2 if meta.range_keyname else 1):
-            record = context.read_item(owner)
+            record = records.read_item(context, owner)
             if record is not None:
                 held = context.planner.locks(context.item_view(record).values).get(key)
                 holds = held is not None and held[0] is constraint

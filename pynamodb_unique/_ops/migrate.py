@@ -25,6 +25,7 @@ from .._core.lockitem import lock_owner
 from .._core.outcome import WriteFailed, interpret
 from .._core.plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from .._model.context import context_of
+from .._model.records import read_item
 from .._model.registry import stored_class
 from .._model.seam import connection
 from .._write.requests import guard_condition
@@ -202,7 +203,7 @@ class _Migrator:
         context = context_of(model)
         if owner is None or context is None or len(owner) != (2 if context.range_name else 1):
             return False
-        item = context.read_item(owner)
+        item = read_item(context, owner)
         if item is None:
             return False
         try:

@@ -11,6 +11,7 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from .._core.constraint import OWNER_HASH
+from .._model import snapshot
 from .._model.context import context_of
 from .._model.locks import is_lock_item
 from .._model.registry import holds_locks, maintains_locks
@@ -52,7 +53,7 @@ class UniqueReads(Model):
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
-            context.remember_loaded(instance, data)
+            snapshot.remember_loaded(context, instance, data)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
@@ -65,7 +66,7 @@ class UniqueReads(Model):
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:
-            context.remember_loaded(self, attribute_values)
+            snapshot.remember_loaded(context, self, attribute_values)
 
     @classmethod
     def query(
