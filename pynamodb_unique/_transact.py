@@ -15,6 +15,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
+from ._core.limits import MAX_PLANS
 from ._core.lockitem import OwnerKey
 from ._core.outcome import LocksMoved, Unexplained, Violated, decide, interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
@@ -263,7 +264,9 @@ class TransactWrite(_PynamoTransactWrite):
             set_transaction_token(self, self._uniq_base_token)
         lists = transaction_lists(self)
         callers = {group: list(items) for group, items in lists.items()}
-        for step in range(2):
+        # By entry index, the locks found another record's so far: each re-plan checks them all.
+        not_ours: dict[int, frozenset[str]] = {}
+        for step in range(MAX_PLANS):
             slots = self._materialize()
             if step > 0:
                 # A re-planned request is another request: its token folds in the items it sends.
@@ -284,11 +287,14 @@ class TransactWrite(_PynamoTransactWrite):
                 break
             except TransactWriteError as exc:
                 raise_missing_table(connection, [item for group in SENT_ORDER for item in lists[group]], exc)
-                foreign = self._settle(exc, slots, last=step > 0)
+                foreign = self._settle(exc, slots, last=step + 1 == MAX_PLANS)
                 # A lock to release is another record's (its record expired and the value was
                 # taken, or it was moved by repair): planned again, checked instead of released.
-                _telemetry.replanned(what, "transact_write", step + 2, 2)
-                self._plan_entries(foreign)
+                _telemetry.replanned(what, "transact_write", step + 2, MAX_PLANS)
+                not_ours = {
+                    i: not_ours.get(i, frozenset()) | foreign.get(i, frozenset()) for i in {*not_ours, *foreign}
+                }
+                self._plan_entries(not_ours)
                 for group, items in lists.items():
                     items[:] = callers[group]
         transaction_committed(self)

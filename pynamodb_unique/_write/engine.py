@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from pynamodb.models import Model
 
+from .._core.limits import MAX_PLANS
 from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
 from .._core.outcome import Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
 
-#: How many plans one operation may send: the first, then at most three re-plans.
-MAX_PLANS: Final = 4
 #: The method a caller called, by record operation: spans and logs name the method.
 METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
 
