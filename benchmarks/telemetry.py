@@ -11,8 +11,7 @@ load falls on both alike:
 - *API absent*: the library's telemetry as without ``opentelemetry-api`` (its import found
   missing: :func:`pynamodb_unique._write.telemetry.otel` answers None);
 - *API, no provider*: ``opentelemetry-api`` imported and no tracer or meter provider set, so each
-  write asks the API's proxy tracer for a span and gets the no-op one, and adds its capacity to a
-  proxy counter that drops it.
+  write checks that none is set and builds nothing.
 
 A signup is ``save()`` of a new :class:`contenders.UniqueAccount` (three items in one transaction) with the
 botocore client's ``_make_api_call`` answering at once (``contenders.stubbed_transport``): only client
