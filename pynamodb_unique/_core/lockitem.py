@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .constraint import OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from .constraint import OWNER_HASH, OWNER_MODEL, OWNER_RANGE, RESERVATION
 
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
@@ -25,4 +25,10 @@ def lock_owner(item: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
 def lock_owner_model(item: Mapping[str, Any] | None) -> str | None:
     """The class name of the model whose record owns a lock item; None when it does not say."""
     value = (item or {}).get(OWNER_MODEL, {}).get("S")
+    return value if isinstance(value, str) else None
+
+
+def lock_reservation(item: Mapping[str, Any] | None) -> str | None:
+    """The token of the reservation a lock item is (``Model.reserve()``); None for a record's lock or none."""
+    value = (item or {}).get(RESERVATION, {}).get("S")
     return value if isinstance(value, str) else None

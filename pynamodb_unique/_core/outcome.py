@@ -26,7 +26,7 @@ class WriteFailed(Exception):
         self.cause = cause
 
 
-FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
+FindingKind = Literal["taken", "lost", "record", "foreign", "ours-again", "other"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Finding:
     """What one failed action of a cancelled request means.
 
     Attributes:
-        kind: ``taken`` (a lock put met another record's lock), ``record`` (the record's
+        kind: ``taken`` (a lock put met another record's lock), ``lost`` (a claim of a
+            reservation met a lock that is no longer that live reservation), ``record`` (the record's
             condition failed), ``foreign`` (a lock to release is another record's), ``ours-again``
             (a lock checked not ours is ours), ``other`` (an item that is not the library's).
         action: the planned action, or None for another item.
@@ -73,6 +74,8 @@ def interpret(
         action, ours = slot
         if isinstance(action, RecordWrite):
             findings.append(Finding("record", action, item))
+        elif isinstance(action, LockPut) and action.claim is not None:
+            findings.append(Finding("lost", action, item))
         elif isinstance(action, LockPut):
             reported = (id(action.constraint), ours)
             if lock_owner(item) not in ours and reported not in taken:
@@ -90,6 +93,13 @@ class Violated:
     """Values are held by other records: one ``taken`` finding per violated constraint."""
 
     taken: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class ClaimLost:
+    """Reservations the write claimed no longer hold their values: one ``lost`` finding per lock."""
+
+    lost: tuple[Finding, ...]
 
 
 @dataclass(frozen=True)
@@ -119,13 +129,14 @@ class Unexplained:
     """No action of the library's explains the cancellation: the caller's own items failed."""
 
 
-Outcome = Violated | LocksMoved | RecordFailed | Unexplained
+Outcome = ClaimLost | Violated | LocksMoved | RecordFailed | Unexplained
 
 
 def decide(findings: Sequence[Finding], not_ours: frozenset[str]) -> Outcome:
     """What a cancelled write means, from its findings (:func:`interpret`).
 
-    Violations come first: a taken value is reported even when the record changed too. A failed
+    A lost reservation comes first: the caller's claim cannot succeed by re-planning. Violations
+    come next: a taken value is reported even when the record changed too. A failed
     record condition comes next (the record's state decides the locks). Otherwise a lock to
     release that proved another record's is checked instead, and one checked so that proved ours
     again is released, in a re-plan from the same assumed state.
@@ -134,6 +145,9 @@ def decide(findings: Sequence[Finding], not_ours: frozenset[str]) -> Outcome:
         findings: the failed actions' findings.
         not_ours: the lock keys the failed plan checked were another record's.
     """
+    lost = tuple(f for f in findings if f.kind == "lost")
+    if lost:
+        return ClaimLost(lost)
     taken = tuple(f for f in findings if f.kind == "taken")
     if taken:
         return Violated(taken)
