@@ -139,7 +139,7 @@ class UniqueMixin(UniqueReads):
         context, token, owner = begun
         # A bad value is refused while planning, before any request.
         assumed, desire = intent_plan(context, self, "put", None, context.known(self))
-        assert desire is not None  # noqa: S101 - a put always has values.
+        assert isinstance(desire, dict)  # noqa: S101 - a put always has values, fixed ones.
         claiming = tuple(reservations)
         claims = claims_for(context, context.locks(), desire, claiming) if claiming else {}
         intent = Intent("put", condition, None, add_version_condition, token, owner, claiming, claims)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,12 +18,14 @@ from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 from ._core.lockitem import OwnerKey
 from ._core.outcome import interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
+from ._core.reservation import claimed
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
 from ._model.seam import set_transaction_connection, set_transaction_token, transaction_lists
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
+from ._write.reserve import Reservation, claims_for, lost
 from ._write.send import check_token, derive_token, new_token, raise_missing_table, request_clock, retrying
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
@@ -47,6 +49,9 @@ class _Entry:
     add_version_condition: bool
     plan: Plan | None = None
     transfers: dict[str, Model] = field(default_factory=dict)
+    #: The reservations a save claims, and their claims: lock key -> token.
+    reservations: tuple[Reservation, ...] = ()
+    claims: dict[str, str] = field(default_factory=dict)
     sent: Model = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,17 +114,35 @@ class TransactWrite(_PynamoTransactWrite):
             return known
         return context.stored_from_item(context.read_stored(instance))
 
-    def save(self, model: Any, condition: Condition | None = None, return_values: str | None = None) -> None:
-        """Add a save; for a unique model, its locks too (unknown stored state: a create)."""
+    def save(
+        self,
+        model: Any,
+        condition: Condition | None = None,
+        return_values: str | None = None,
+        *,
+        reservations: Iterable[Reservation] = (),
+    ) -> None:
+        """Add a save; for a unique model, its locks too (unknown stored state: a create).
+
+        ``reservations``: reservations of the record's values (``Model.reserve()``) it claims in
+        this transaction; a claim that fails raises :class:`~pynamodb_unique.ReservationLost`.
+        """
         self._adopt_connection(model)
         context = _active(model)
+        claiming = tuple(reservations)
         if context is None:
+            if claiming:
+                msg = f"{type(model).__name__} keeps no unique locks: it has no reservations to claim"
+                raise InvalidUniqueValue(msg)
             super().save(model, condition=condition, return_values=return_values)
             return
         assumed = context.known(model) or Stored(exists=False)
-        entry = _Entry(
-            context, model, "put", assumed, context.values(model), condition, None, add_version_condition=True
-        )
+        desired = context.values(model)
+        entry = _Entry(context, model, "put", assumed, desired, condition, None, add_version_condition=True)
+        if claiming:
+            context.planner.keys(desired)  # A bad value is refused first, as for any save.
+            entry.reservations = claiming
+            entry.claims = claims_for(context, context.locks(), desired, claiming)
         self._add(context, entry)
 
     def update(
@@ -185,7 +208,8 @@ class TransactWrite(_PynamoTransactWrite):
             if entry.op == "delete":
                 entry.plan = planner.delete(entry.assumed, not_ours=foreign)
             else:
-                entry.plan = planner.write(entry.op, entry.assumed, entry.desired, not_ours=foreign)
+                planned = planner.write(entry.op, entry.assumed, entry.desired, not_ours=foreign)
+                entry.plan = claimed(planned, entry.claims)
         # A lock is one item of one lock table: the same key in another table is another lock.
         releases = {
             (e.context.locks().table_name, r.key): e
@@ -321,6 +345,9 @@ class TransactWrite(_PynamoTransactWrite):
         """Raise what the caller must see for a cancelled transaction."""
         entries = [slot[0] if slot is not None else None for slot in slots]
         findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
+        lost_claims = [f for f in findings if f.kind == "lost"]
+        if lost_claims:
+            raise lost(lost_claims, [r for e in self._uniq_entries for r in e.reservations], exc)
         by_action = {id(slot[1]): entry for slot, entry in zip(slots, entries, strict=True) if slot is not None}
         violations = []
         stale: list[str] = []

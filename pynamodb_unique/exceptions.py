@@ -154,7 +154,11 @@ class ReservationLost(UniqueError):
     msg = "the reservation no longer holds its values (it ended, was released or was already claimed)"
 
     def __init__(
-        self, reservations: Sequence[Any], constraints: Sequence[str], msg: str | None = None, cause: Exception | None = None
+        self,
+        reservations: Sequence[Any],
+        constraints: Sequence[str],
+        msg: str | None = None,
+        cause: Exception | None = None,
     ) -> None:
         self.reservations: tuple[Any, ...] = tuple(reservations)
         self.constraints: tuple[str, ...] = tuple(constraints)

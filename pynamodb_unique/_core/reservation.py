@@ -59,7 +59,5 @@ def claimed(plan: Plan, claims: Mapping[str, str]) -> Plan:
     """
     if not claims or not any(put.key in claims for put in plan.puts):
         return plan
-    puts = tuple(
-        dataclasses.replace(put, claim=claims[put.key]) if put.key in claims else put for put in plan.puts
-    )
+    puts = tuple(dataclasses.replace(put, claim=claims[put.key]) if put.key in claims else put for put in plan.puts)
     return dataclasses.replace(plan, puts=puts)

@@ -142,4 +142,5 @@ def configure(cls: type[Model], constraints: tuple[Constraint, ...]) -> Planner:
     traced = tuple(_traced(cls, c) for c in constraints)
     ttl = next((name for name, a in attributes.items() if isinstance(a, TTLAttribute)), None)
     reservable = getattr(cls.Meta, "unique_reservations", False)
-    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned, ttl, reservable)
+    instantiate = instantiator(cls)
+    return Planner(traced, attributes, hash_attribute, instantiate, discriminator, kind, versioned, ttl, reservable)

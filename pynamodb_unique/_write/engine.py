@@ -23,12 +23,12 @@ from .._core.plan import (
     RecordWrite,
     Stored,
 )
+from .._core.reservation import claimed
 from .._model.context import ModelContext, updated_image
 from .._model.registry import stored_class
 from .._model.seam import connection, update_kwargs
 from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 from . import telemetry as _telemetry
-from .._core.reservation import claimed
 from .requests import OPERATIONS, and_conditions, build_request
 from .reserve import Reservation, lost
 from .send import (

@@ -135,8 +135,12 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
         request = Request([{TRANSACT_KINDS["put"]: item} for item in items], "TransactWriteItems", transactional=True)
     try:
         # The token makes the transaction idempotent; a resent PutItem finds its own token (see reserve()).
-        send(locks.connection.connection, request, token if request.transactional else None,
-             attempts=context.read_retry_attempts)
+        send(
+            locks.connection.connection,
+            request,
+            token if request.transactional else None,
+            attempts=context.read_retry_attempts,
+        )
     except WriteFailed as failure:
         taken = [
             _violation(context, locks, c, values, reason.raw_item)
@@ -163,13 +167,11 @@ def _violation(
     """The violation of a value found held by ``item`` (a record's lock, a hold or another reservation)."""
     owner = context.decode_owner(lock_owner(item))
     reserved = lock_reservation(item) is not None
-    return c.violation(
-        c.values(values), owner, None, lock_owner_model(item), locks.held_until(item), reserved=reserved
-    )
+    return c.violation(c.values(values), owner, None, lock_owner_model(item), locks.held_until(item), reserved=reserved)
 
 
 def claims_for(
-    context: ModelContext, locks: LockTable, desired: Mapping[str, Any], reservations: Iterable[Reservation]
+    context: ModelContext, locks: LockTable, desired: Mapping[str, Any], reservations: Iterable[object]
 ) -> dict[str, str]:
     """The claims of ``reservations`` by a record holding ``desired``: lock key -> reservation token.
 
@@ -184,7 +186,8 @@ def claims_for(
             msg = f"reservations= takes Reservation objects (from Model.reserve()), got {type(reservation).__name__}"
             raise InvalidUniqueValue(msg)
         if reservation.lock_table != locks.table_name:
-            msg = f"the reservation of {reservation.model.__name__} keeps its locks in another table than {context.model.__name__}"
+            model = reservation.model.__name__
+            msg = f"the reservation of {model} keeps its locks in another table than {context.model.__name__}'s"
             raise InvalidUniqueValue(msg)
         if held is None:
             held = set(context.planner.locks(desired))
