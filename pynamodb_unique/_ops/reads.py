@@ -10,10 +10,10 @@ from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
-from .._core.constraint import OWNER_HASH
+from .._core.constraint import OWNER_HASH, RESERVATION
 from .._model.context import context_of
 from .._model.locks import is_lock_item
-from .._model.registry import holds_locks, maintains_locks
+from .._model.registry import holds_locks, holds_reservations, maintains_locks
 from ..exceptions import UniqueError
 
 _T = TypeVar("_T", bound=Model)
@@ -35,6 +35,9 @@ def _hide_locks(model: type[Model], filter_condition: Condition | None) -> Condi
     if not holds_locks(model):
         return filter_condition
     no_lock = Path(OWNER_HASH).does_not_exist()
+    if holds_reservations(model):
+        # A reservation's lock names no owner record, only its token.
+        no_lock &= Path(RESERVATION).does_not_exist()
     return no_lock if filter_condition is None else filter_condition & no_lock
 
 
@@ -48,7 +51,8 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
         """
-        if data is not None and OWNER_HASH in data:  # Lock items carry an owner; records seldom do.
+        # Lock items carry an owner or a reservation; records seldom do.
+        if data is not None and (OWNER_HASH in data or RESERVATION in data):
             _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
@@ -62,7 +66,8 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
         """
-        if attribute_values is not None and OWNER_HASH in attribute_values:  # Lock items carry an owner.
+        # Lock items carry an owner or a reservation.
+        if attribute_values is not None and (OWNER_HASH in attribute_values or RESERVATION in attribute_values):
             _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
         context = context_of(type(self))
