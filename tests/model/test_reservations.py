@@ -238,7 +238,7 @@ def test_transact_write__claims_in_the_transaction(signups: type[Signup]) -> Non
 
 
 def test_bulk_save__claims_each_record_reservations(signups: type[Signup]) -> None:
-    """bulk_save(reservations=...) claims each reservation with the record holding its values; a lost one is reported."""
+    """bulk_save(reservations=...) claims each with the record holding its values; a lost claim is reported."""
     ada = signups.reserve(username="ada")
     bob = signups.reserve(username="bob")
     end(signups, bob)
@@ -306,5 +306,5 @@ def test_reservation__is_frozen(signups: type[Signup]) -> None:
     reservation = signups.reserve(username="ada")
     assert isinstance(reservation, Reservation)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        reservation.token = "x"  # type: ignore[misc]
+        reservation.held_until = datetime.now(UTC)  # type: ignore[misc]
     assert reservation.held_until.timestamp() > time.time()
