@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from .._core.lockitem import lock_owner
+from .._core.lockitem import lock_owner, lock_owner_model, lock_reservation
 from .._core.plan import RecordOp, Stored
 from .._model.context import context_of
 from .._model.seam import connection
@@ -145,6 +145,9 @@ class LockInfo:
         held: whether the lock is a release hold (``hold=``): the value stays reserved for its
             former owner until ``expires``.
         expired: whether ``expires`` has passed: any record may take the value now.
+        reserved: whether the lock is a reservation (``Model.reserve()``): it names no owner
+            record, and holds the value until ``expires`` for whoever has its token.
+        reserved_by: the model class name that reserved the value, for a reservation.
     """
 
     constraint: str
@@ -157,6 +160,8 @@ class LockInfo:
     expires: datetime | None = None
     held: bool = False
     expired: bool = False
+    reserved: bool = False
+    reserved_by: str | None = None
 
     def describe(self) -> str:
         """Lines for a person."""
@@ -169,6 +174,9 @@ class LockInfo:
         if self.expired and self.expires is not None:
             when = self.expires.isoformat()
             return "\n".join([*lines, f"lock:       expired at {when}: any record may take the value"])
+        if self.reserved and self.expires is not None:
+            state = f"reserved by {self.reserved_by} until {self.expires.isoformat()} (a reservation: no record yet)"
+            return "\n".join([*lines, f"lock:       {state}"])
         if self.owner is None:
             return "\n".join([*lines, "owner:      none (the lock item names no owner)"])
         if self.held and self.expires is not None:
@@ -184,13 +192,13 @@ class LockInfo:
 
     @property
     def healthy(self) -> bool:
-        """Whether nothing is wrong: free; its owner's plain lock; a hold or an expired lock its owner no longer holds.
+        """Whether nothing is wrong: free; its owner's plain lock; a reservation; a hold or ended lock its owner lost.
 
         A live record's lock that is a hold or has expired is stale (audit: ``StaleLock``).
         """
         if not self.exists:
             return True
-        if self.expired or self.held:
+        if self.expired or self.held or self.reserved:
             return not self.owner_holds
         return bool(self.owner_holds)
 
@@ -207,6 +215,8 @@ class LockInfo:
             "expires": None if self.expires is None else self.expires.isoformat(),
             "held": self.held,
             "expired": self.expired,
+            "reserved": self.reserved,
+            "reserved_by": self.reserved_by,
         }
 
 
@@ -250,6 +260,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
                 holds = held.get(constraint.name) == key
     expiry = locks.expiry(item)
     expires = None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
+    reserved = lock_reservation(item) is not None
     return LockInfo(
         constraint.name,
         parts,
@@ -259,6 +270,8 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         owner,
         holds,
         expires=expires,
-        held=locks.held_until(item) is not None,
+        held=locks.held_until(item) is not None and not reserved,
         expired=locks.expired(item),
+        reserved=reserved,
+        reserved_by=lock_owner_model(item) if reserved else None,
     )

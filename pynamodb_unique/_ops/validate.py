@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation
 from .._model.context import context_of
 from .._model.locks import LockTable
 from .._write.send import batch_read
@@ -116,6 +116,7 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
                 instance,
                 lock_owner_model(item),
                 locks.held_until(item),
+                reserved=lock_reservation(item) is not None,
             )
         )
     if violations:
