@@ -7,6 +7,7 @@ Each test prints its figures (rounds, outcomes); ``pytest -s`` shows them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -56,7 +57,8 @@ def _save(model: type[RaceSignup], pk: str, username: str) -> Callable[[], objec
 def _owner(model: type[RaceSignup], username: str) -> str | None:
     """The record key the value's lock names (None: no record's lock)."""
     lock = locks(model).get(f"UNIQ#USERNAME#{username}", {})
-    return lock.get("uniq_owner_hash", {}).get("S")
+    owner: str | None = lock.get("uniq_owner_hash", {}).get("S")
+    return owner
 
 
 def test_race__two_reserve_of_one_value(signups: type[RaceSignup]) -> None:
@@ -64,7 +66,7 @@ def test_race__two_reserve_of_one_value(signups: type[RaceSignup]) -> None:
     tally: Counter[str] = Counter()
     for round_ in range(ROUNDS):
         name = f"r{round_}"
-        outcomes = _race([lambda n=name: signups.reserve(username=n) for _ in range(THREADS)])
+        outcomes = _race([functools.partial(signups.reserve, username=name) for _ in range(THREADS)])
         tally.update(_kind(o) for o in outcomes)
         won = [o for o in outcomes if isinstance(o, Reservation)]
         assert len(won) == 1, outcomes
