@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from _backends import Backend, bind_model
 from _expiry import client, record_key
+from _export import export_tables
 from _reservations import Signup, end, locks
 from click.testing import CliRunner
 
+import pynamodb_unique._ops.parallel
 from pynamodb_unique import DuplicateValue, UniqueViolation, audit, inspect, repair
 from pynamodb_unique._core.constraint import RESERVATION
 from pynamodb_unique.cli import cli
@@ -71,6 +73,23 @@ def test_audit__record_written_over_a_reservation_is_a_duplicate(signups: type[S
     assert problem.owner is None
     assert repair(signups, report, apply=True).fixes[0].outcome == "left"
     assert RESERVATION in locks(signups)[ADA]
+
+
+def test_export_audit__reservations_as_live(signups: type[Signup], tmp_path: Path) -> None:
+    """An export's audit (one process, then two) counts live and ended reservations as the live audit does."""
+    signups.reserve(username="ada", tenant="acme", slug="home")
+    end(signups, signups.reserve(username="bob"))
+    signups.reserve(username="carl")
+    client(signups).put_item(TableName=signups.Meta.table_name, Item={**record_key("C"), "username": {"S": "carl"}})
+    live = audit(signups)
+    assert (live.reserved, live.expired, len(live.expired_reservations)) == (3, 1, 1)
+    assert [p.kind for p in live.problems] == ["duplicate"]
+    (location,) = export_tables(client(signups), [signups.Meta.table_name], tmp_path).values()
+    assert audit(signups, export=location) == live
+    with pytest.MonkeyPatch.context() as patch:
+        # Forked workers inherit the test's models, which are made at run time (bind_model).
+        patch.setattr(pynamodb_unique._ops.parallel, "START_METHOD", "fork")
+        assert audit(signups, export=location, workers=2) == live
 
 
 def test_repair__removes_ended_reservations_on_request(signups: type[Signup]) -> None:
