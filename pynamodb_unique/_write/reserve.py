@@ -10,6 +10,7 @@ put of a model taking reservations also takes an expired lock.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ class Reservation:
     """
 
     model: type[Any]
-    values: Mapping[str, Any]
+    values: Mapping[str, Any] = field(hash=False)  # A dict: hashed by the other fields.
     token: str = field(repr=False)
     held_until: datetime
     lock_keys: tuple[str, ...]
@@ -124,7 +125,7 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
     token = new_token()
     now = int(time.time())
     # Whole seconds: DynamoDB's TTL format. Rounded up, so a reservation lasts at least ``ttl``.
-    until = now + -int(-ttl.total_seconds() // 1)
+    until = now + math.ceil(ttl.total_seconds())
     items = [
         locks.codec.reserve(key, token, c.form(former=former).name, model.__name__, until, now)
         for key, (c, former) in wanted.items()
@@ -134,7 +135,7 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
     else:
         request = Request([{TRANSACT_KINDS["put"]: item} for item in items], "TransactWriteItems", transactional=True)
     try:
-        # The token makes the transaction idempotent; a resent PutItem finds its own token (see reserve()).
+        # The token makes the transaction idempotent; a resent PutItem finds its own token (LockCodec.reserve).
         send(
             locks.connection.connection,
             request,

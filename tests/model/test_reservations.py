@@ -302,9 +302,10 @@ def test_reserve__meta_option_must_be_a_bool() -> None:
 
 
 def test_reservation__is_frozen(signups: type[Signup]) -> None:
-    """A Reservation is a frozen value object."""
+    """A Reservation is a frozen, hashable value object."""
     reservation = signups.reserve(username="ada")
     assert isinstance(reservation, Reservation)
+    assert {reservation, dataclasses.replace(reservation)} == {reservation}
     with pytest.raises(dataclasses.FrozenInstanceError):
         reservation.held_until = datetime.now(UTC)  # type: ignore[misc]
     assert reservation.held_until.timestamp() > time.time()
