@@ -257,7 +257,7 @@ class UniqueMixin(UniqueReads):
             condition, return_values_on_condition_failure, add_version_condition=add_version_condition
         )
 
-    def validate_unique(self, exclude: Iterable[str] = ()) -> None:
+    def validate_unique(self, exclude: Iterable[str] = (), *, reservations: Iterable[Reservation] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.
 
         Reads every lock this record's write would take (normalized, hashed, partial conditions
@@ -267,12 +267,14 @@ class UniqueMixin(UniqueReads):
         Args:
             exclude: attribute names left unchecked (fields that failed other validation); a
                 constraint whose attributes or condition read one of them is skipped.
+            reservations: reservations the save will claim (:meth:`reserve`): their values are free
+                for this record while they last.
 
         Raises:
             UniqueViolation: every value held by another record (``field_errors()`` for a form).
             InvalidUniqueValue: a checked value cannot be a key, or ``exclude`` names no attribute.
         """
-        validate_unique(self, exclude)
+        validate_unique(self, exclude, frozenset(r.token for r in reservations))
 
     @classmethod
     def reserve(cls, ttl: timedelta = DEFAULT_TTL, **values: Any) -> Reservation:
