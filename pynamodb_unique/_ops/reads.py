@@ -11,6 +11,7 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from .._core.constraint import OWNER_HASH, RESERVATION
+from .._model import snapshot
 from .._model.context import context_of
 from .._model.locks import is_lock_item
 from .._model.registry import holds_locks, holds_reservations, maintains_locks
@@ -51,13 +52,11 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
         """
-        # Lock items carry an owner or a reservation; records seldom do.
-        if data is not None and (OWNER_HASH in data or RESERVATION in data):
-            _refuse_lock(cls, data)
+        _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
-            context.remember_loaded(instance, data)
+            snapshot.remember_loaded(context, instance, data)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
@@ -66,13 +65,11 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
         """
-        # Lock items carry an owner or a reservation.
-        if attribute_values is not None and (OWNER_HASH in attribute_values or RESERVATION in attribute_values):
-            _refuse_lock(type(self), attribute_values)
+        _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:
-            context.remember_loaded(self, attribute_values)
+            snapshot.remember_loaded(context, self, attribute_values)
 
     @classmethod
     def query(
