@@ -13,7 +13,7 @@ from pynamodb.models import Model
 
 from pynamodb_unique import Former, InvalidUniqueValue, UniqueAttribute, UniqueMixin
 from pynamodb_unique._core.constraint import OWNER_HASH, OWNER_RANGE, RESERVATION
-from pynamodb_unique._core.outcome import ClaimLost, Violated, decide, interpret
+from pynamodb_unique._core.outcome import ClaimLost, RecordFailed, Violated, decide, interpret
 from pynamodb_unique._core.plan import ABSENT, LockPut, Stored
 from pynamodb_unique._core.reservation import claimed, reserved_locks
 from pynamodb_unique._model.locks import LockCodec
@@ -173,3 +173,16 @@ def test_codec__reserve_and_unreserve_use_every_placeholder() -> None:
         assert names == set(request["ExpressionAttributeNames"])
         assert values == set(request["ExpressionAttributeValues"])
     assert codec.unreserve(ADA, TOKEN, ended_before=100)["ConditionExpression"] == "(#res = :tok AND #exp < :now)"
+
+
+def test_decide__create_only__existing_record_outranks_a_lost_claim() -> None:
+    """For a create-only write, a record found stored is reported with the lost claim among its locks."""
+    plan = claimed(PLANNER.write("put", ABSENT, {"username": "ada"}), {ADA: TOKEN})
+    sent = plan.sent()
+    ours = frozenset({ME})
+    lost_only = interpret([(a, ours) for a in sent], [_failed(None) if isinstance(a, LockPut) else None for a in sent])
+    assert isinstance(decide(lost_only, frozenset(), create_only=True), ClaimLost)
+    both = interpret([(a, ours) for a in sent], [_failed(None) for _ in sent])
+    outcome = decide(both, frozenset(), create_only=True)
+    assert isinstance(outcome, RecordFailed)
+    assert [f.kind for f in outcome.locks] == ["lost"]
