@@ -1,4 +1,4 @@
-"""Locks that follow a record's life: TTL-aware locks and release holds, on moto and dynoxide.
+"""Locks that follow a record's life: TTL-aware locks and release holds, on moto; races on dynoxide.
 
 Time passing is simulated by writing an expiry in the past into a stored item (the record's TTL
 attribute, or a hold's), as DynamoDB's clock would reach it; DynamoDB's TTL deletion itself lags

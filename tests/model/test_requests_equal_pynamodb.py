@@ -904,6 +904,7 @@ def test_check_key__refused_exactly_when_the_hash_key_starts_with_the_lock_prefi
 # --- a separate lock table that does not exist ------------------------------------------------
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_save__lock_table_missing__names_it_and_create_lock_table(backend: Backend) -> None:
     """A save whose lock table was never created names it and create_lock_table(), still a TransactWriteError."""
     model = bind_model(Account, backend, create=False)

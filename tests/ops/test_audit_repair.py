@@ -1,4 +1,7 @@
-"""audit, repair, backfill, explain and inspect on moto and dynoxide, in both lock layouts."""
+"""audit, repair, backfill, explain and inspect, in both lock layouts.
+
+On moto; parallel and paced scans and the conditional fixes run on dynoxide too.
+"""
 
 from __future__ import annotations
 
@@ -97,6 +100,7 @@ def test_audit__finds_each_kind_of_damage(damaged: type[Account]) -> None:
     assert report.count("TENANT_SLUG", MissingLock) == 0
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_audit__segments_give_the_same_report(damaged: type[Account]) -> None:
     """A parallel scan over four segments reports exactly what one segment does."""
     assert audit(damaged, segments=4) == audit(damaged)
@@ -137,6 +141,7 @@ def test_audit__ignores_other_models_items(backend: Backend) -> None:
     assert report.locks == 2
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_audit__max_rate_asks_for_consumed_capacity(backend: Backend) -> None:
     """With max_rate each Scan asks for its consumed capacity, which paces the next page."""
     model = bind_accounts(backend)
@@ -212,6 +217,7 @@ def _item_key(item: dict[str, Any]) -> tuple[str, str, str]:
     return item["_table"], item["PK"]["S"], item["SK"]["S"]
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_repair__each_fix_is_one_conditional_transaction(backend: Backend) -> None:
     """Every fix is one TransactWriteItems: ConditionChecks on the records plus one conditional lock write."""
     model = bind_accounts(backend)
@@ -327,6 +333,7 @@ def test_repair__refuses_a_report_of_another_table(backend: Backend) -> None:
         repair(second, audit(first))
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_backfill__creates_missing_locks_and_reports_duplicates(backend: Backend) -> None:
     """Records from before the constraint get their locks; a shared value gets none and is reported."""
     model = bind_accounts(backend)

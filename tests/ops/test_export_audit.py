@@ -1,4 +1,4 @@
-"""audit(export=...): the audit of a DynamoDB export agrees with the live audit, on moto and dynoxide.
+"""audit(export=...): the audit of a DynamoDB export agrees with the live audit, on moto.
 
 Each test damages tables as tests/ops/test_audit_repair.py does, writes an export of them in the real format
 (tests/_export.py), and compares the two reports: the problems (kind, lock key, values, owner,
