@@ -6,6 +6,9 @@
 - ``dynoxide_endpoint`` (session): URL of a dynoxide server started for the session.
 - ``moto_backend``: ``moto.mock_aws()`` active for the test.
 - ``aws_env`` (autouse): fake credentials/region, no profile, no endpoint overrides.
+- ``accounts``: ``models.Account`` bound to ``backend``.
+
+Shared models live in ``tests/models.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ if str(TESTS_DIR) not in sys.path:  # make `import _backends` work in any pytest
 import _dynoxide  # noqa: E402
 import botocore.session  # noqa: E402
 import moto  # noqa: E402  (import early: moto hooks botocore clients created after its import)
-from _backends import AWS_ENV_REMOVED, Backend  # noqa: E402
+from _backends import AWS_ENV_REMOVED, Backend, bind_model  # noqa: E402
+from models import Account  # noqa: E402
 
 # Each model a test binds gets its own PynamoDB Connection, hence its own botocore session, whose
 # new loader parses botocore's JSON data again (about 0.2 s a model); one loader serves them all.
@@ -136,3 +140,12 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield Backend(name="moto", host=None)
     else:
         yield Backend(name="dynoxide", host=request.getfixturevalue("dynoxide_endpoint"))
+
+
+# --- shared model fixtures -------------------------------------------------------------------
+
+
+@pytest.fixture
+def accounts(backend: Backend) -> type[Account]:
+    """``models.Account`` (the issue's example) in a table of its own on the test's backend."""
+    return bind_model(Account, backend)

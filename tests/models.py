@@ -7,6 +7,9 @@ from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
 
+#: The HMAC key of the hashed constraints below.
+SECRET = b"test-secret-32-bytes-long-000000"
+
 
 class Account(UniqueMixin, Model):
     """The issue's example: unique email (case-folded), username and (tenant, slug)."""
@@ -55,3 +58,53 @@ class Plugin(UniqueMixin, Model):
     name = UnicodeAttribute(hash_key=True)
     version = UnicodeAttribute(range_key=True)
     latest = UnicodeAttribute(null=True)
+
+
+class Member(UniqueMixin, Model):
+    """Soft-deleted members give their handle back (partial); phones and emails never appear in keys (hashed)."""
+
+    class Meta:
+        table_name = "members"
+        region = "us-east-1"
+        unique_secret = SECRET
+        unique_constraints = [
+            UniqueConstraint("handle", name="ACTIVE_HANDLE", condition=lambda item: item.status != "deleted"),
+            UniqueConstraint("org", "phone", name="ORG_PHONE", hashed=True),
+        ]
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="MEMBER")
+    handle = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(null=True, default="active")
+    org = UnicodeAttribute(null=True)
+    phone = UnicodeAttribute(null=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True)
+
+
+class Customer(UniqueMixin, Model):
+    """Customers of a single-table design: their records have SK = CUSTOMER.
+
+    Shares its table with :class:`Employee`; a test sets each model's ``Meta.unique_item_filter``
+    (or leaves it out, to see the tools refuse to guess).
+    """
+
+    class Meta:
+        table_name = "shop"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="CUSTOMER")
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="CUSTOMER_EMAIL")
+
+
+class Employee(UniqueMixin, Model):
+    """Employees in the same table as :class:`Customer`: a unique badge; their email is not unique among employees."""
+
+    class Meta:
+        table_name = "shop"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
+    badge = UniqueAttribute(UnicodeAttribute(null=True))
+    email = UnicodeAttribute(null=True)

@@ -332,11 +332,6 @@ TRANSACTIONAL = [CREATE, CHANGE, UPDATE_CHANGE, DELETE, OVERWRITE]
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
-@pytest.fixture
 def dynoxide(dynoxide_endpoint: str) -> Backend:
     return Backend(name="dynoxide", host=dynoxide_endpoint)
 

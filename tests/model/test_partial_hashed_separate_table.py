@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _invariant import actual_locks, raw_items
+from models import Member
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -22,29 +23,6 @@ from pynamodb_unique import (
     create_lock_table,
 )
 from pynamodb_unique._model.registry import planner_of
-
-SECRET = b"test-secret-32-bytes-long-000000"
-
-
-class Member(UniqueMixin, Model):
-    """Soft-deleted members give their handle back; phone numbers never appear in keys."""
-
-    class Meta:
-        table_name = "members"
-        region = "us-east-1"
-        unique_secret = SECRET
-        unique_constraints = [
-            UniqueConstraint("handle", name="ACTIVE_HANDLE", condition=lambda item: item.status != "deleted"),
-            UniqueConstraint("org", "phone", name="ORG_PHONE", hashed=True),
-        ]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="MEMBER")
-    handle = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="active")
-    org = UnicodeAttribute(null=True)
-    phone = UnicodeAttribute(null=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True)
 
 
 class Ticket(UniqueMixin, Model):

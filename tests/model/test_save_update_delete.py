@@ -26,11 +26,6 @@ ADA_KEY = "UNIQ#EMAIL#ada@lovelace.io"
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> Iterator[type[Account]]:
-    return bind_model(Account, backend)
-
-
-@pytest.fixture
 def versioned(backend: Backend) -> Iterator[type[Versioned]]:
     return bind_model(Versioned, backend)
 

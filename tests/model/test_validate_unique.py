@@ -55,11 +55,6 @@ class Seat(UniqueMixin, Model):
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
-@pytest.fixture
 def profiles(backend: Backend) -> type[Profile]:
     return bind_model(Profile, backend)
 

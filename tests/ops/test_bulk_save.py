@@ -87,11 +87,6 @@ class RaceAccount(Account):
         max_pool_connections = 16
 
 
-@pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
 def _people(model: type[Account], count: int, prefix: str = "P", **extra: Any) -> list[Account]:
     return [
         model(pk=f"{prefix}{i:04d}", email=f"{prefix.lower()}{i}@x.io", username=f"{prefix.lower()}{i}", **extra)
