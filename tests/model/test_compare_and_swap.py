@@ -1,12 +1,12 @@
 """What is stored, as PynamoDB loads it: the record's compare-and-swap and "did the caller's condition fail?".
 
-Written by a review of the write path. The library's view of a stored record is the one PynamoDB's
+The library's view of a stored record is the one PynamoDB's
 load gives (an absent attribute holds its fixed default), so the compare-and-swap accepts an
 absent attribute where the view holds its default; values are compared as DynamoDB stores them
 (a ``MapAttribute`` compares by identity in Python), copied when they can change in place (a
 ``JSONAttribute``'s dict), and an empty set is no value (PynamoDB stores it as no attribute).
-Probes of the request builders and key serializers on numeric, binary and hash-only keys,
-versions, polymorphism and tokens complete it.
+The request builders and key serializers on numeric, binary and hash-only keys, versions,
+polymorphism and tokens complete it.
 """
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ def test_empty_set_condition_attribute__second_write_succeeds(moto_backend: None
     assert model.unique_owner(email="b@x.io" if second == "update" else "a@x.io") == ("a",)
 
 
-# --- probes that pass: keys, versions, polymorphism, tokens ----------------------------------
+# --- keys, versions, polymorphism, tokens ---------------------------------------------------
 
 
 def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:

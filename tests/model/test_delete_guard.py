@@ -1,7 +1,4 @@
-"""The believed-gone delete guard: its compiled values against PynamoDB's numbering, and what it releases.
-
-From a review: ``test_probe_*`` tests pin behaviour the review checked and found right.
-"""
+"""The believed-gone delete guard: its compiled values against PynamoDB's numbering, and what it releases."""
 
 from __future__ import annotations
 
@@ -25,7 +22,7 @@ class PetR8(UniqueMixin, Model):
     """A polymorphic family whose root stores no discriminator value (kind None)."""
 
     class Meta:
-        table_name = "review-eighth-pets"
+        table_name = "guard-pets"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -50,7 +47,7 @@ class ThingR8(UniqueMixin, Model):
     """Polymorphic, fixed defaults: one holding a lock (``label``), one read by a partial condition."""
 
     class Meta:
-        table_name = "review-eighth-things"
+        table_name = "guard-things"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -82,7 +79,7 @@ class FlatR8(UniqueMixin, Model):
     """Not polymorphic, with a fixed default holding no lock (composite with an absent part)."""
 
     class Meta:
-        table_name = "review-eighth-flat"
+        table_name = "guard-flat"
         region = "us-east-1"
         unique_constraints = [UniqueConstraint("a", "b", name="AB_R8")]
 

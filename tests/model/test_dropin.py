@@ -700,7 +700,7 @@ def test_namespace__sibling_subclasses_derive_same_name__config_error() -> None:
             email = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-# --- found in review -------------------------------------------------------------------------
+# --- polymorphic updates, namespaces, late table names, transactions, app metaclasses ----------
 
 
 def test_polymorphic__update_through_another_class__refused_before_writing(

@@ -1,7 +1,8 @@
 """Fixed defaults filled for None, the delete guard, resend bytes, explain and unique_owner.
 
-From a review: each test says what it checks and why a failure is a bug; ``test_probe_*`` tests
-pin behaviour the review checked and found right.
+Each test says what it checks and why a failure would be a bug. An attribute with a fixed
+default loads as that default when the item lacks it: the guard, explain, unique_owner and
+validate_unique take it so, and a request resent with its token is the same bytes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class SlotR5(UniqueMixin, Model):
     """One record at most may be in a slot; the slot has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-slot"
+        table_name = "defaults-slot"
         region = "us-east-1"
         unique_constraints = [UniqueConstraint("slot", name="SLOTR5")]
 
@@ -45,7 +46,7 @@ class TierR5(UniqueMixin, Model):
     """A composite constraint whose second part has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-tier"
+        table_name = "defaults-tier"
         region = "us-east-1"
         unique_constraints = [UniqueConstraint("email", "tier", name="EMAIL_TIERR5")]
 
@@ -58,7 +59,7 @@ class LiveR5(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-live"
+        table_name = "defaults-live"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -75,9 +76,9 @@ class NumSlotR5(UniqueMixin, Model):
     """Numeric keys, a numeric unique attribute with a fixed default, a version, its own lock table."""
 
     class Meta:
-        table_name = "review-fifth-numslot"
+        table_name = "defaults-numslot"
         region = "us-east-1"
-        unique_lock_table = "review-fifth-numslot-locks"
+        unique_lock_table = "defaults-numslot-locks"
         unique_constraints = [UniqueConstraint("rank", "status", name="RANK_STATUSR5")]
 
     id = NumberAttribute(hash_key=True)
@@ -222,7 +223,7 @@ def test_explain__stored_with_default_value__delete_releases_the_lock() -> None:
 def dynoxide_live(dynoxide_endpoint: str) -> type[LiveR5]:
     """LiveR5 on dynoxide, with its own lock table."""
     model = bind_model(LiveR5, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-fifth-locks")
+    model.Meta.unique_lock_table = unique_table_name("defaults-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     return model
@@ -232,7 +233,7 @@ def dynoxide_live(dynoxide_endpoint: str) -> type[LiveR5]:
 def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlotR5]:
     """NumSlotR5 on dynoxide, with its own lock table."""
     model = bind_model(NumSlotR5, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-fifth-numlocks")
+    model.Meta.unique_lock_table = unique_table_name("defaults-numlocks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     return model
@@ -245,7 +246,7 @@ def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
 ) -> None:
     """A save resent from a fresh instance with the same values and token sends the same bytes, and is one write."""
     model = dynoxide_live
-    token = f"review-fifth-save-{status}"
+    token = f"defaults-save-{status}"
     with RequestCounter(model) as counter:
         model(pk="a", email="e@x.io", status=status).save(client_request_token=token)
         model(pk="a", email="e@x.io", status=status).save(client_request_token=token)
@@ -265,7 +266,7 @@ def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_ide
     with RequestCounter(model) as counter:
         for _ in range(2):
             model(pk="a", email="e@x.io", status="dead").update(
-                actions=[model.status.remove()], client_request_token="review-fifth-update"
+                actions=[model.status.remove()], client_request_token="defaults-update"
             )
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
@@ -274,7 +275,7 @@ def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_ide
     assert not audit(model).problems
     with RequestCounter(model) as counter:
         for _ in range(2):
-            model(pk="a", email="e@x.io").delete(client_request_token="review-fifth-delete")
+            model(pk="a", email="e@x.io").delete(client_request_token="defaults-delete")
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
     assert json.dumps(sent[0]) == json.dumps(sent[1])
@@ -288,8 +289,8 @@ def test_dynoxide_token_resend__numeric_versioned_defaults__byte_identical(
     """Numeric keys, a numeric defaulted unique part set to None, a version: the resend repeats the bytes."""
     model = dynoxide_numslot
     with RequestCounter(model) as counter:
-        model(id=1, rev=2, rank=None, status=None).save(client_request_token="review-fifth-num")
-        model(id=1, rev=2, rank=None, status=None).save(client_request_token="review-fifth-num")
+        model(id=1, rev=2, rank=None, status=None).save(client_request_token="defaults-num")
+        model(id=1, rev=2, rank=None, status=None).save(client_request_token="defaults-num")
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
     assert json.dumps(sent[0]) == json.dumps(sent[1])

@@ -1,8 +1,8 @@
 """A load keeps the unique attributes' stored values and reads them when a write first asks.
 
 What that lazy view must keep of the view read at load time, and what the load hook and a plain
-update must keep of PynamoDB's behaviour (errors for bad input, before any request). Found by a
-review of the lazy snapshot; each test failed before its fix.
+update must keep of PynamoDB's behaviour (errors for bad input, before any request). Each
+docstring says what went wrong without it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class PlainLz(UniqueMixin, Model):
     """One unique attribute, locks in the record table."""
 
     class Meta:
-        table_name = "review-lazy-plain"
+        table_name = "lazy-plain"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -48,9 +48,9 @@ class SeparateLz(UniqueMixin, Model):
     """One unique attribute, locks in a separate table."""
 
     class Meta:
-        table_name = "review-lazy-separate"
+        table_name = "lazy-separate"
         region = "us-east-1"
-        unique_lock_table = "review-lazy-separate-locks"
+        unique_lock_table = "lazy-separate-locks"
 
     pk = UnicodeAttribute(hash_key=True)
     email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Email"))
@@ -61,7 +61,7 @@ class SessionLz(UniqueMixin, Model):
     """A record that expires: its TTL is part of the record's compare-and-swap."""
 
     class Meta:
-        table_name = "review-lazy-sessions"
+        table_name = "lazy-sessions"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -78,7 +78,7 @@ class ShapesLz(UniqueMixin, Model):
     """Unique parts and condition attributes of many shapes: defaults fixed and made on load, maps, sets, JSON."""
 
     class Meta:
-        table_name = "review-lazy-shapes"
+        table_name = "lazy-shapes"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -301,7 +301,7 @@ class StrictLz(UniqueMixin, Model):
     """A model whose own ``__setattr__`` refuses names that are not its attributes (a guard against typos)."""
 
     class Meta:
-        table_name = "review-lazy-strict"
+        table_name = "lazy-strict"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)

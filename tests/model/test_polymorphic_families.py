@@ -1,7 +1,6 @@
 """Fixed defaults read as loaded, the believed-gone delete in families, stored texts in repair and migrate.
 
-From a review: each test says what it checks and why a failure is a bug; ``test_probe_*`` tests pin behaviour
-the review checked and found right.
+Each test says what it checks and why a failure would be a bug.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ class PetR6(UniqueMixin, Model):
     """A polymorphic family: every pet has a unique name; only cats have a unique chip."""
 
     class Meta:
-        table_name = "review-sixth-pets"
+        table_name = "family-pets"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -53,7 +52,7 @@ class BadgeR6(UniqueMixin, Model):
     """A partial constraint reading a string set with a fixed default (an empty set is stored as no attribute)."""
 
     class Meta:
-        table_name = "review-sixth-badges"
+        table_name = "family-badges"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -73,7 +72,7 @@ class DocR6(UniqueMixin, Model):
     """A unique JSONAttribute: its stored text is checked verbatim by repair and migrate."""
 
     class Meta:
-        table_name = "review-sixth-docs"
+        table_name = "family-docs"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -93,9 +92,9 @@ class NumDocR6(UniqueMixin, Model):
     """Numeric keys and a unique JSONAttribute."""
 
     class Meta:
-        table_name = "review-sixth-numdocs"
+        table_name = "family-numdocs"
         region = "us-east-1"
-        unique_lock_table = "review-sixth-numdocs-locks"
+        unique_lock_table = "family-numdocs-locks"
         unique_constraints = [
             UniqueConstraint(
                 "email",
@@ -115,9 +114,9 @@ class BinDocR6(UniqueMixin, Model):
     """A binary hash key and a unique JSONAttribute (locks live in their own table)."""
 
     class Meta:
-        table_name = "review-sixth-bindocs"
+        table_name = "family-bindocs"
         region = "us-east-1"
-        unique_lock_table = "review-sixth-bindocs-locks"
+        unique_lock_table = "family-bindocs-locks"
         unique_constraints = [
             UniqueConstraint(
                 "email",
@@ -136,7 +135,7 @@ class ShapeR6(UniqueMixin, Model):
     """A polymorphic family whose subclass holds a unique JSONAttribute."""
 
     class Meta:
-        table_name = "review-sixth-shapes"
+        table_name = "family-shapes"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -145,7 +144,7 @@ class ShapeR6(UniqueMixin, Model):
 
 class BoxR6(ShapeR6, discriminator="box"):
     class Meta:
-        table_name = "review-sixth-shapes"
+        table_name = "family-shapes"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -298,7 +297,7 @@ def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> N
 def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
     """Numeric keys: the owner key passed to get_item is the serialized number; the locks are created."""
     model = bind_model(NumDocR6, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
+    model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     _put_raw(model, {"id": {"N": "5"}, "rev": {"N": "2"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
@@ -313,7 +312,7 @@ def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: No
 def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
     """A binary hash key: stored_texts reads the record by its bytes; repair and migrate create the lock."""
     model = bind_model(BinDocR6, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
+    model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     _put_raw(model, {"key": {"B": b"\x00\xffk"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})

@@ -1,6 +1,6 @@
 """The write path's shortcuts keep what they replace: PynamoDB's builders, its loads and the order sent.
 
-Written by a review of the speed work: requests built without PynamoDB's builders equal theirs,
+Requests built without PynamoDB's builders equal theirs,
 a snapshot holds what PynamoDB's load gave the instance (defaults, maps), keys without a range
 value are left out as PynamoDB leaves them, and the guard text cache belongs to its planner.
 """

@@ -1,12 +1,12 @@
-"""Repair and migrate with expired owners, and same_as with sets: a review of three small fixes.
+"""Repair and migrate with expired owners, and ``Stored.same_as`` with sets.
 
-The review found two faults, fixed since: ``Stored.same_as`` took a map's own key named ``SS``,
+``Stored.same_as`` once took a map's own key named ``SS``,
 ``NS`` or ``BS`` for a set's type (two different values looked the same, and a plain ``save()``
 reported ``ConditionFailed``), and ``migrate`` stopped with ``ValueError`` on a foreign lock whose
 owner key held an item of an unknown class. Repair then skipped, run after run, the orphaned lock
 of an expired record of another model sharing the namespace (fixed next: the audit passes the
-owner model its lock records). Each ``test_*`` failed before its fix. ``test_probe_*`` pin what the review checked and
-found sound.
+owner model its lock records). The other tests pin families sharing a TTL name, renewals
+after an audit, separate lock tables, exports and expired owners of subclasses.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _expire(model: type[Any], pk: str) -> None:
 
 def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> dict[str, Any]:
     """A family whose untagged base (kind None) has the TTL, inherited by every tagged subclass."""
-    table = unique_table_name("review-last-family")
+    table = unique_table_name("expired-family")
 
     class BaseRL(UniqueMixin, Model):
         class Meta:
@@ -92,7 +92,7 @@ def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> di
 
 def _shared_namespace(host: str) -> tuple[Any, Any]:
     """Two plain models of one table sharing the explicit namespace ``email``: only GuestRL expires."""
-    table = unique_table_name("review-last-shared")
+    table = unique_table_name("expired-shared")
 
     class UserRL(UniqueMixin, Model):
         class Meta:
@@ -122,7 +122,7 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
 
 
 def _session(host: str) -> Any:
-    table = unique_table_name("review-last-sessions")
+    table = unique_table_name("expired-sessions")
 
     class SessionRL(UniqueMixin, Model):
         class Meta:
@@ -152,7 +152,7 @@ class RegionsMemberRL(UniqueMixin, Model):
     """A partial constraint reading a raw map keyed by country codes (Bahamas: ``BS``)."""
 
     class Meta:
-        table_name = "review-last-regions"
+        table_name = "expired-regions"
         region = "us-east-1"
         unique_constraints = [UniqueConstraint("email", condition=_active, condition_attributes=("regions",))]
 
@@ -170,7 +170,7 @@ class SetsRL(MapAttribute[str, Any]):
 
 class SetsMemberRL(UniqueMixin, Model):
     class Meta:
-        table_name = "review-last-sets"
+        table_name = "expired-sets"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint("email", condition=lambda r: r.prefs is not None, condition_attributes=("prefs", "many"))
@@ -183,7 +183,7 @@ class SetsMemberRL(UniqueMixin, Model):
 
 
 def _bind_regions(host: str) -> Any:
-    table = unique_table_name("review-last-regions")
+    table = unique_table_name("expired-regions")
 
     class RegionsRL(RegionsMemberRL):
         class Meta(RegionsMemberRL.Meta):
@@ -441,7 +441,7 @@ def test_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
 @pytest.mark.integration
 def test_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """A separate lock table, then an export audit: the expired subclass owner's lock deleted both ways."""
-    locks_name = unique_table_name("review-last-locks")
+    locks_name = unique_table_name("expired-locks")
     fam = _family(dynoxide_endpoint, lock_table=locks_name)
     base, s0 = fam["Base"], fam["S0"]
     s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()

@@ -374,7 +374,7 @@ def test_transact__null_stored_unique_attribute__loaded_record_saves(moto_backen
     assert model.get("n4").bio == "x"
 
 
-# --- probes: a defaulted attribute the item lacks (expected to pass) --------------------------
+# --- a defaulted attribute the item lacks ----------------------------------------------------
 
 
 def test_streams__defaulted_condition_attribute_absent__insert_creates_lock(moto_backend: None) -> None:
