@@ -28,7 +28,7 @@ MOTO = Backend("moto", None)
 # --- models ----------------------------------------------------------------------------------
 
 
-class PetR6(UniqueMixin, Model):
+class Pet(UniqueMixin, Model):
     """A polymorphic family: every pet has a unique name; only cats have a unique chip."""
 
     class Meta:
@@ -40,15 +40,15 @@ class PetR6(UniqueMixin, Model):
     name = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class DogR6(PetR6, discriminator="dog"):
+class Dog(Pet, discriminator="dog"):
     pass
 
 
-class CatR6(PetR6, discriminator="cat"):
+class Cat(Pet, discriminator="cat"):
     chip = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class BadgeR6(UniqueMixin, Model):
+class Badge(UniqueMixin, Model):
     """A partial constraint reading a string set with a fixed default (an empty set is stored as no attribute)."""
 
     class Meta:
@@ -68,7 +68,7 @@ class BadgeR6(UniqueMixin, Model):
     tags = UnicodeSetAttribute(null=True, default=frozenset({"vip"}))
 
 
-class DocR6(UniqueMixin, Model):
+class Doc(UniqueMixin, Model):
     """A unique JSONAttribute: its stored text is checked verbatim by repair and migrate."""
 
     class Meta:
@@ -88,7 +88,7 @@ class DocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class NumDocR6(UniqueMixin, Model):
+class NumDoc(UniqueMixin, Model):
     """Numeric keys and a unique JSONAttribute."""
 
     class Meta:
@@ -110,7 +110,7 @@ class NumDocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class BinDocR6(UniqueMixin, Model):
+class BinDoc(UniqueMixin, Model):
     """A binary hash key and a unique JSONAttribute (locks live in their own table)."""
 
     class Meta:
@@ -131,7 +131,7 @@ class BinDocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class ShapeR6(UniqueMixin, Model):
+class Shape(UniqueMixin, Model):
     """A polymorphic family whose subclass holds a unique JSONAttribute."""
 
     class Meta:
@@ -142,7 +142,7 @@ class ShapeR6(UniqueMixin, Model):
     kind = DiscriminatorAttribute()
 
 
-class BoxR6(ShapeR6, discriminator="box"):
+class Box(Shape, discriminator="box"):
     class Meta:
         table_name = "family-shapes"
         region = "us-east-1"
@@ -199,8 +199,8 @@ def test_delete__believed_gone__another_class_recreated__keeps_its_locks(moto_ba
     the Cat item passes and is deleted without releasing "C1": an orphaned lock, "C1" taken forever.
     A polymorphic believed-gone guard must also require the writer's class (or be "gone" alone).
     """
-    PetR6.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    dogs, cats = DogR6, CatR6
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    dogs, cats = Dog, Cat
     d = dogs(pk="a")
     d.save()
     d.delete()
@@ -224,7 +224,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
     and so holds its email. The invariant breaks and a second record may take the same email.
     The empty set must become None before the defaults are filled (in ``values``).
     """
-    model = bind_model(BadgeR6, MOTO)
+    model = bind_model(Badge, MOTO)
     model(pk="a", email="e@x.io", tags=set()).save()
     assert model.get("a").tags == {"vip"}  # What PynamoDB loads.
     assert_invariant(model)
@@ -232,7 +232,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
 
 def test_save__none_set_with_fixed_default__takes_the_default_lock(moto_backend: None) -> None:
     """``tags=None`` loads as {"vip"}: the save takes the email's lock."""
-    model = bind_model(BadgeR6, MOTO)
+    model = bind_model(Badge, MOTO)
     model(pk="a", email="e@x.io", tags=None).save()
     assert_invariant(model)
     assert model.unique_owner(email="e@x.io") == ("a",)
@@ -250,7 +250,7 @@ def test_repair__record_changed_to_unreadable_text__skipped_not_raised(moto_back
     record changed since the audit makes its fix fail ("skipped"); a text that cannot be read is
     not the audited value and must simply not be taken.
     """
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
     model(pk="b", email="b@x.io", doc={"on": 2}).save()
     _drop_locks(model)
@@ -271,7 +271,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
     least-privilege role that ran repair before now fails with AccessDenied, and a dry run costs
     a read per problem. Read the texts only when a fix is sent (or document GetItem).
     """
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
     _drop_locks(model)
     report = audit(model)
@@ -283,7 +283,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
 
 def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> None:
     """Another writer's spelling of the JSON text: repair and migrate check it as stored and create the lock."""
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
     _put_raw(model, {"pk": {"S": "b"}, "email": {"S": "b@x.io"}, "doc": {"S": '{ "on" : 2 }'}})
     done = repair(model, audit(model), apply=True)
@@ -296,7 +296,7 @@ def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> N
 
 def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
     """Numeric keys: the owner key passed to get_item is the serialized number; the locks are created."""
-    model = bind_model(NumDocR6, MOTO, create=False)
+    model = bind_model(NumDoc, MOTO, create=False)
     model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
@@ -311,7 +311,7 @@ def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: No
 
 def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
     """A binary hash key: stored_texts reads the record by its bytes; repair and migrate create the lock."""
-    model = bind_model(BinDocR6, MOTO, create=False)
+    model = bind_model(BinDoc, MOTO, create=False)
     model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
@@ -325,8 +325,8 @@ def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None
 
 def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None) -> None:
     """A Box record audited through the family: its own model's stored text is read and checked."""
-    ShapeR6.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    boxes = BoxR6
+    Shape.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    boxes = Box
     _put_raw(boxes, {"pk": {"S": "a"}, "kind": {"S": "box"}, "label": {"S": "L"}, "spec": {"S": '{ "on": 3 }'}})
     done = repair(boxes, audit(boxes), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -337,7 +337,7 @@ def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None
 
 def test_repair__value_changed_since_audit__skipped(moto_backend: None) -> None:
     """A record whose JSON value changed after the audit gets no stored text, so its check fails: skipped."""
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
     report = audit(model)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 9 }'}})

@@ -148,7 +148,7 @@ def _active(record: Any) -> bool:
     return record.regions is not None
 
 
-class RegionsMemberRL(UniqueMixin, Model):
+class RegionsMember(UniqueMixin, Model):
     """A partial constraint reading a raw map keyed by country codes (Bahamas: ``BS``)."""
 
     class Meta:
@@ -162,13 +162,13 @@ class RegionsMemberRL(UniqueMixin, Model):
     regions = MapAttribute(null=True)  # type: ignore[var-annotated]
 
 
-class SetsRL(MapAttribute[str, Any]):
+class Sets(MapAttribute[str, Any]):
     names = UnicodeSetAttribute(null=True)
     codes = NumberSetAttribute(null=True)
     blobs = BinarySetAttribute(null=True, legacy_encoding=False)
 
 
-class SetsMemberRL(UniqueMixin, Model):
+class SetsMember(UniqueMixin, Model):
     class Meta:
         table_name = "expired-sets"
         region = "us-east-1"
@@ -178,15 +178,15 @@ class SetsMemberRL(UniqueMixin, Model):
 
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
-    prefs = SetsRL(null=True)
-    many = ListAttribute(of=SetsRL, null=True)  # type: ignore[var-annotated]
+    prefs = Sets(null=True)
+    many = ListAttribute(of=Sets, null=True)  # type: ignore[var-annotated]
 
 
 def _bind_regions(host: str) -> Any:
     table = unique_table_name("expired-regions")
 
-    class RegionsRL(RegionsMemberRL):
-        class Meta(RegionsMemberRL.Meta):
+    class RegionsRL(RegionsMember):
+        class Meta(RegionsMember.Meta):
             table_name = table
 
     RegionsRL.Meta.host = host  # type: ignore[attr-defined]
@@ -205,7 +205,7 @@ def test_same_as__map_key_named_bs__different_values_same() -> None:
     the map entry ``{"S": "Bahamas"}`` is "sorted" into its keys, ``["S"]``, for both maps. A
     changed unique (or condition) value then reads as unchanged.
     """
-    context = context_of(RegionsMemberRL)
+    context = context_of(RegionsMember)
     assert context is not None
     one = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Bahamas")})
     other = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Belize")})
@@ -240,13 +240,13 @@ def test_save__map_key_named_bs_changed_by_another_writer__saved_not_condition_f
 
 def test_same_as_sets_in_lists_binary_and_none() -> None:
     """Sets inside a list of maps, binary sets (bytes sort), None and absent values: judged right."""
-    context = context_of(SetsMemberRL)
+    context = context_of(SetsMember)
     assert context is not None
     planner = context.planner
 
     def stored(names: list[str], blobs: list[bytes], codes: list[int], second: list[str]) -> Stored:
-        prefs = SetsRL(names=set(names), blobs=set(blobs), codes=set(codes))
-        many = [SetsRL(names=set(second)), SetsRL(blobs=set(blobs))]
+        prefs = Sets(names=set(names), blobs=set(blobs), codes=set(codes))
+        many = [Sets(names=set(second)), Sets(blobs=set(blobs))]
         return Stored(exists=True, values={"email": "a@x.io", "prefs": prefs, "many": many})
 
     a = stored(["x", "y", "z"], [b"\x00", b"\xff", b"a"], [1, 9, 10], ["p", "q"])

@@ -281,7 +281,7 @@ class LenientTTL(TTLAttribute):
         return super().get_value(value)
 
 
-class LenientRR(UniqueMixin, Model):
+class Lenient(UniqueMixin, Model):
     """An expiring record whose expiry attribute reads a string too (its own get_value)."""
 
     class Meta:
@@ -294,7 +294,7 @@ class LenientRR(UniqueMixin, Model):
     expires = LenientTTL(null=True, attr_name="ttl")
 
 
-class ExpiryKeyRR(UniqueMixin, Model):
+class ExpiryKey(UniqueMixin, Model):
     """The expiry is itself a unique attribute (one record per expiry second)."""
 
     class Meta:
@@ -445,7 +445,7 @@ def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endp
     ``{"S": "X"}`` was read and checked as stored (applied). The docstring promises "a subclass
     that serializes or loads its own way is not ranged".
     """
-    model = _bind(LenientRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(Lenient, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"S": str(epoch)}})
     done = backfill(model)
@@ -524,7 +524,7 @@ def test_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> No
 @pytest.mark.integration
 def test_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
     """The expiry as a unique attribute: a fraction loads as the same second, same lock key; applied."""
-    model = _bind(ExpiryKeyRR, Backend("dynoxide", dynoxide_endpoint))
+    model = _bind(ExpiryKey, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"ttl": {"N": f"{epoch}.5"}})
     done = backfill(model)
@@ -616,7 +616,7 @@ def _family(host: str | None) -> dict[str, Any]:
     return {"Account": AccountR3, "Paid": PaidR3, "Trial": TrialR3}
 
 
-class ProfileR3(UniqueMixin, Model):
+class Profile(UniqueMixin, Model):
     """An expiring record whose partial constraint reads an inexact attribute (a JSONAttribute)."""
 
     class Meta:
@@ -637,7 +637,7 @@ class ProfileR3(UniqueMixin, Model):
     expires = TTLAttribute(null=True, attr_name="ttl")
 
 
-class SessionR3(UniqueMixin, Model):
+class FamilySession(UniqueMixin, Model):
     """An expiring record (as tests/_expiry.Session)."""
 
     class Meta:
@@ -650,7 +650,7 @@ class SessionR3(UniqueMixin, Model):
     expires = TTLAttribute(null=True, attr_name="ttl")
 
 
-class MigratingR3(UniqueMixin, Model):
+class Migrating(UniqueMixin, Model):
     """An expiring record whose email constraint changed form (casefolded now)."""
 
     class Meta:
@@ -724,7 +724,7 @@ def test_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
 @pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
 def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
     """Another writer's JSON spacing and expiry fraction: one GetItem (the JSON's text), the expiry ranged."""
-    model = _bind_on_dynoxide(ProfileR3, dynoxide_endpoint)
+    model = _bind_on_dynoxide(Profile, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     put_record(
         model, "ACCT#1", {"email": {"S": "a@x.io"}, "meta": {"S": '{"active":  true}'}, "ttl": {"N": f"{epoch}.5"}}
@@ -743,7 +743,7 @@ def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
 def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
     """A separate lock table: the record check (record table) is ranged, the lock goes to the lock table."""
     locks_name = unique_table_name("within-second-locks")
-    model = _bind_on_dynoxide(SessionR3, dynoxide_endpoint, unique_lock_table=locks_name)
+    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint, unique_lock_table=locks_name)
     create_lock_table(model)
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
@@ -755,7 +755,7 @@ def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
 @pytest.mark.integration
 def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
     """Migrate to a casefolded form: a record with the former-form lock and an expiry fraction gets the new lock."""
-    model = _bind_on_dynoxide(MigratingR3, dynoxide_endpoint)
+    model = _bind_on_dynoxide(Migrating, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     former = "UNIQ#EMAIL#Ada@X.io"
     put_record(model, "ACCT#1", {"email": {"S": "Ada@X.io"}, "ttl": {"N": f"{epoch}.5"}})
@@ -771,7 +771,7 @@ def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
 @pytest.mark.integration
 def test_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
-    model = _bind_on_dynoxide(SessionR3, dynoxide_endpoint)
+    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
     exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
@@ -793,7 +793,7 @@ def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
 @pytest.mark.integration
 def test_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
-    model = _bind_on_dynoxide(SessionR3, dynoxide_endpoint)
+    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
     report = audit(model)
@@ -849,7 +849,7 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
     before it was written", for a person to decide, instead of being left for repair, which moves it
     (its check of the owner accepts an expired record).
     """
-    model = _bind_on_dynoxide(SessionR3, dynoxide_endpoint)
+    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
@@ -883,7 +883,7 @@ def test_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: d
 @pytest.mark.integration
 def test_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
-    model = _bind_on_dynoxide(SessionR3, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
+    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
     epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     lock = _locks(model)["UNIQ#EMAIL#a@x.io"]
