@@ -795,7 +795,7 @@ class SeparateLocksMember(UniqueMixin, Model):
 
 class SharedLocksMember(UniqueMixin, Model):
     class Meta:
-        table_name = "expiry-shared"
+        table_name = "expiry-shared-locks"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True, attr_name="PK")

@@ -62,7 +62,7 @@ class Pet(UniqueMixin, Model):
     """A polymorphic family: every pet has a unique name; cats also a unique chip."""
 
     class Meta:
-        table_name = "stored-view-pets"
+        table_name = "view-pets"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -87,7 +87,7 @@ class MultiDoc(UniqueMixin, Model):
     """Three partial constraints reading one JSONAttribute: a record misses three locks at once."""
 
     class Meta:
-        table_name = "stored-view-multidoc"
+        table_name = "view-multidoc"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint("a", name="DOC_A", condition=_doc_on("on"), condition_attributes=("doc",)),
@@ -106,7 +106,7 @@ class Tagged(UniqueMixin, Model):
     """A partial constraint reading a string set with a fixed default {"vip"} (an empty set loads as it)."""
 
     class Meta:
-        table_name = "stored-view-tags"
+        table_name = "view-tags"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -126,7 +126,7 @@ class Statused(UniqueMixin, Model):
     """A partial constraint whose condition reads a defaulted attribute."""
 
     class Meta:
-        table_name = "stored-view-status"
+        table_name = "view-status"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -327,7 +327,7 @@ def test_unique_owner__partial_condition_reads_defaulted_attribute(moto_backend:
 @pytest.mark.parametrize("status", [None, "live"])
 def test_delete__believed_gone__defaulted_condition__releases(moto_backend: None, status: str | None) -> None:
     """A believed-gone delete of a record recreated live (status absent or stored) releases its lock."""
-    model = bind_model(Statused, MOTO, table_name=unique_table_name("stored-view-status"))
+    model = bind_model(Statused, MOTO, table_name=unique_table_name("view-status"))
     a = model(pk="a", email="a@x.io")
     a.save()
     a.delete()
@@ -344,7 +344,7 @@ class DefaultNull(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a fixed default and may be None."""
 
     class Meta:
-        table_name = "stored-view-default-null"
+        table_name = "view-default-null"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -361,7 +361,7 @@ class JsonFormer(UniqueMixin, Model):
     """A migrating constraint (former form: not case-folded) whose condition reads a JSONAttribute."""
 
     class Meta:
-        table_name = "stored-view-json-former"
+        table_name = "view-json-former"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -383,9 +383,9 @@ class HashedTtl(UniqueMixin, Model):
     """A hashed unique email on a record that expires, with a defaulted condition attribute."""
 
     class Meta:
-        table_name = "stored-view-hashed-ttl"
+        table_name = "view-hashed-ttl"
         region = "us-east-1"
-        unique_secret = b"stored-view-secret-0123456789ab"
+        unique_secret = b"view-secret-0123456789ab"
         unique_constraints = [
             UniqueConstraint(
                 "email",
@@ -680,7 +680,7 @@ class JsonConditioned(UniqueMixin, Model):
     """A partial constraint whose condition reads a JSONAttribute (stored as text, checked verbatim)."""
 
     class Meta:
-        table_name = "stored-view-json"
+        table_name = "view-json"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -705,7 +705,7 @@ class CallableDefaulted(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a callable default (no stored value when absent)."""
 
     class Meta:
-        table_name = "stored-view-callable"
+        table_name = "view-callable"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -725,7 +725,7 @@ class Defaulted(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a fixed default (applied by PynamoDB's load)."""
 
     class Meta:
-        table_name = "stored-view-defaulted"
+        table_name = "view-defaulted"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -743,7 +743,7 @@ class PlainMember(UniqueMixin, Model):
     """One unique attribute."""
 
     class Meta:
-        table_name = "stored-view-plain"
+        table_name = "view-plain"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
