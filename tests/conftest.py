@@ -6,7 +6,7 @@
 - ``dynoxide_endpoint`` (session): URL of a dynoxide server started for the session.
 - ``moto_backend``: ``moto.mock_aws()`` active for the test.
 - ``aws_env`` (autouse): fake credentials/region, no profile, no endpoint overrides.
-- ``accounts``: ``models.Account`` bound to ``backend``.
+- ``accounts``: ``models.Account`` bound to ``backend``; ``tickets``: ``models.Ticket`` with its lock table.
 
 Shared models live in ``tests/models.py``.
 """
@@ -31,7 +31,9 @@ import _dynoxide  # noqa: E402
 import botocore.session  # noqa: E402
 import moto  # noqa: E402  (import early: moto hooks botocore clients created after its import)
 from _backends import AWS_ENV_REMOVED, Backend, bind_model  # noqa: E402
-from models import Account  # noqa: E402
+from models import Account, Ticket  # noqa: E402
+
+from pynamodb_unique import create_lock_table  # noqa: E402
 
 # Each model a test binds gets its own PynamoDB Connection, hence its own botocore session, whose
 # new loader parses botocore's JSON data again (about 0.2 s a model); one loader serves them all.
@@ -149,3 +151,13 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 def accounts(backend: Backend) -> type[Account]:
     """``models.Account`` (the issue's example) in a table of its own on the test's backend."""
     return bind_model(Account, backend)
+
+
+@pytest.fixture
+def tickets(backend: Backend) -> type[Ticket]:
+    """``models.Ticket`` on the test's backend, with its lock table (``<table>-locks``) created."""
+    model = bind_model(Ticket, backend, create=False)
+    model.Meta.unique_lock_table = f"{model.Meta.table_name}-locks"  # type: ignore[attr-defined]
+    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    create_lock_table(model, wait=True)
+    return model

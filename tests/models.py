@@ -108,3 +108,15 @@ class Employee(UniqueMixin, Model):
     sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
     badge = UniqueAttribute(UnicodeAttribute(null=True))
     email = UnicodeAttribute(null=True)
+
+
+class Ticket(UniqueMixin, Model):
+    """A numeric hash key: its locks live in a table of their own, their owners typed N."""
+
+    class Meta:
+        table_name = "tickets"
+        region = "us-east-1"
+        unique_lock_table = "ticket-locks"  # Named after the records' table when bound (the tickets fixture).
+
+    id = NumberAttribute(hash_key=True)
+    code = UniqueAttribute(UnicodeAttribute(), normalize=str.upper)

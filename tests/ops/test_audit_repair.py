@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from _backends import Backend, RequestCounter, bind_model, unique_table_name
+from _backends import Backend, RequestCounter
 from _damage import (
     ADA,
     ADA_TWIN,
@@ -29,8 +29,7 @@ from _damage import (
     put_record,
 )
 from _invariant import assert_invariant
-from models import Account
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from models import Account, Ticket
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -40,14 +39,11 @@ from pynamodb_unique import (
     InvalidUniqueValue,
     MissingLock,
     OrphanedLock,
-    UniqueAttribute,
     UniqueConfigError,
     UniqueError,
-    UniqueMixin,
     UniqueViolation,
     audit,
     backfill,
-    create_lock_table,
     explain,
     inspect,
     repair,
@@ -442,24 +438,9 @@ def test_audit__digest_keys_matched_by_recomputing(backend: Backend) -> None:
     assert (orphan.kind, orphan.lock_key) == ("orphaned", problem.lock_key)
 
 
-class Badge(UniqueMixin, Model):
-    """Numeric keys, locks in their own table: owners are typed N."""
-
-    class Meta:
-        table_name = "badges"
-        region = "us-east-1"
-        unique_lock_table = "badge-locks"  # Renamed per test when bound.
-
-    id = NumberAttribute(hash_key=True)
-    code = UniqueAttribute(UnicodeAttribute(null=True), normalize=str.upper)
-
-
-def test_repair__typed_owners_in_a_separate_lock_table(backend: Backend) -> None:
+def test_repair__typed_owners_in_a_separate_lock_table(tickets: type[Ticket]) -> None:
     """Owners of a numeric key are matched and written as numbers."""
-    model = bind_model(Badge, backend, create=False)
-    model.Meta.unique_lock_table = unique_table_name("badge-locks")  # type: ignore[attr-defined]
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
+    model = tickets
     model(id=1, code="abc").save()
     model(id=2, code="def").save()
     raw = client(model)
