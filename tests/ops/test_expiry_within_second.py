@@ -637,19 +637,6 @@ class Profile(UniqueMixin, Model):
     expires = TTLAttribute(null=True, attr_name="ttl")
 
 
-class FamilySession(UniqueMixin, Model):
-    """An expiring record (as tests/_expiry.Session)."""
-
-    class Meta:
-        table_name = "within-second-sessions"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-    expires = TTLAttribute(null=True, attr_name="ttl")
-
-
 class Migrating(UniqueMixin, Model):
     """An expiring record whose email constraint changed form (casefolded now)."""
 
@@ -743,7 +730,7 @@ def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
 def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
     """A separate lock table: the record check (record table) is ranged, the lock goes to the lock table."""
     locks_name = unique_table_name("within-second-locks")
-    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint, unique_lock_table=locks_name)
+    model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_lock_table=locks_name)
     create_lock_table(model)
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
@@ -771,7 +758,7 @@ def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
 @pytest.mark.integration
 def test_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
-    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
+    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
     exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
@@ -793,7 +780,7 @@ def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
 @pytest.mark.integration
 def test_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
-    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
+    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
     report = audit(model)
@@ -849,7 +836,7 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
     before it was written", for a person to decide, instead of being left for repair, which moves it
     (its check of the owner accepts an expired record).
     """
-    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint)
+    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
     epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     _expire_record_keep_lock(model, "ACCT#1")
@@ -883,7 +870,7 @@ def test_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: d
 @pytest.mark.integration
 def test_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
-    model = _bind_on_dynoxide(FamilySession, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
+    model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
     epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     lock = _locks(model)["UNIQ#EMAIL#a@x.io"]
