@@ -16,9 +16,6 @@ import pytest
 
 from conformance.harness import EXPECTED_REWRITES, Comparison, compare, compare_integration, dynoxide_binary, extract
 
-# The tests share two module fixtures, each a run of the peer suite: one xdist worker runs them all.
-pytestmark = pytest.mark.xdist_group("conformance")
-
 #: PynamoDB 6.1.0's unit tests (everything but ``tests/integration``).
 EXPECTED_UNIT_TESTS = 386
 
