@@ -120,3 +120,38 @@ class Ticket(UniqueMixin, Model):
 
     id = NumberAttribute(hash_key=True)
     code = UniqueAttribute(UnicodeAttribute(), normalize=str.upper)
+
+
+class Contact(UniqueMixin, Model):
+    """One unique attribute (email), nothing else special."""
+
+    class Meta:
+        table_name = "contacts"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="EMAIL")
+    bio = UnicodeAttribute(null=True)
+
+
+class Defaulted(UniqueMixin, Model):
+    """A partial constraint whose condition attribute has a fixed default (applied by PynamoDB's load).
+
+    ``status`` defaults to "live": a stored item without it loads as live, so its email takes a
+    lock. ``handle`` is a second, plain unique attribute.
+    """
+
+    class Meta:
+        table_name = "defaulted"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(default="live")
+    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
+    bio = UnicodeAttribute(null=True)

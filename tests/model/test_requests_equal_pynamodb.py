@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
-from models import Account
+from models import Account, Defaulted
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
@@ -89,23 +89,6 @@ class Flagged(UniqueMixin, Model):
     email = UnicodeAttribute(null=True)
     flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
     bio = UnicodeAttribute(null=True)
-
-
-class Defaulted(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a default (PynamoDB applies it on load)."""
-
-    class Meta:
-        table_name = "write-path-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
 
 
 class Profile(MapAttribute[str, Any]):

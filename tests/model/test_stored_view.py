@@ -19,6 +19,7 @@ import pytest
 from _backends import REGION, Backend, RequestCounter, bind_model, unique_table_name
 from _damage import _context
 from _invariant import assert_invariant
+from models import Contact, Defaulted
 from pynamodb.attributes import (
     DiscriminatorAttribute,
     JSONAttribute,
@@ -721,36 +722,6 @@ class CallableDefaulted(UniqueMixin, Model):
     flag = UnicodeAttribute(null=True, default=_flag_default)
 
 
-class Defaulted(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a fixed default (applied by PynamoDB's load)."""
-
-    class Meta:
-        table_name = "view-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
-    bio = UnicodeAttribute(null=True)
-
-
-class PlainMember(UniqueMixin, Model):
-    """One unique attribute."""
-
-    class Meta:
-        table_name = "view-plain"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="EMAIL")
-    bio = UnicodeAttribute(null=True)
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -943,7 +914,7 @@ def test_transact__transfer_after_instances_changed__invariant_holds(moto_backen
     Both instances change after being added; the requests write them as added (``_Entry.sent``),
     the transfer names the giver as added, and each snapshot holds what was written.
     """
-    model = bind_model(PlainMember, MOTO)
+    model = bind_model(Contact, MOTO)
     giver, taker = model(pk="a", email="x@x.io"), model(pk="b", email="y@x.io")
     giver.save()
     taker.save()

@@ -17,6 +17,7 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _export import export_tables
 from _invariant import assert_invariant
+from models import Contact, Defaulted
 from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
@@ -47,7 +48,7 @@ class Flags(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="ACTIVE_EMAILRv",
+                name="ACTIVE_EMAIL",
                 condition=lambda r: r.flags is not None and bool(r.flags.active),
                 condition_attributes=("flags",),
             )
@@ -67,7 +68,7 @@ class Json(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="JSON_EMAILRv",
+                name="JSON_EMAIL",
                 condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
                 condition_attributes=("meta",),
             )
@@ -79,37 +80,6 @@ class Json(UniqueMixin, Model):
     bio = UnicodeAttribute(null=True)
 
 
-class Defaulted(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a fixed default; a second plain unique attribute."""
-
-    class Meta:
-        table_name = "stored-view-readers-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAILRv", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
-    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLERv")
-    bio = UnicodeAttribute(null=True)
-
-
-class Plain(UniqueMixin, Model):
-    """One unique attribute, nothing else special."""
-
-    class Meta:
-        table_name = "stored-view-readers-plain"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="EMAILRv")
-    bio = UnicodeAttribute(null=True)
-
-
 class Versioned(UniqueMixin, Model):
     """One unique attribute and optimistic locking."""
 
@@ -118,7 +88,7 @@ class Versioned(UniqueMixin, Model):
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="VEMAILRv")
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="VEMAIL")
     bio = UnicodeAttribute(null=True)
     version = VersionAttribute()
 
@@ -226,7 +196,7 @@ def test_repair__json_condition_attribute_written_compactly__creates_missing_loc
     model = bind_model(Json, MOTO)
     _compact_json_record(model)
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#JSON_EMAILRv#j@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#JSON_EMAIL#j@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert model.unique_owner(email="j@x.io") == ("j1",)
@@ -299,7 +269,7 @@ def test_repair__null_stored_defaulted_condition_attribute__creates_missing_lock
     model = bind_model(Defaulted, MOTO)
     _null_status_record(model)
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#n@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#n@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert_invariant(model)
@@ -314,7 +284,7 @@ def test_repair__null_stored_unique_attribute__other_constraint_lock_created(mot
     model = bind_model(Defaulted, MOTO)
     _put_raw(model, {"pk": {"S": "n2"}, "email": {"S": "m@x.io"}, "handle": {"NULL": True}})
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#m@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#m@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert_invariant(model)
@@ -394,7 +364,7 @@ def test_audit__defaulted_condition_attribute_absent__engines_agree(moto_backend
     _put_raw(model, {"pk": {"S": "d1"}, "email": {"S": "d@x.io"}})
     model(pk="d2", email="e@x.io", status="gone").save()
     report = audit(model, engine=engine)  # type: ignore[arg-type]
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#d@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#d@x.io")]
 
 
 # --- 3. TransactWrite ------------------------------------------------------------------------
@@ -408,7 +378,7 @@ def test_transact__instance_changed_after_save_before_commit__locks_match_record
     record's Put at commit (``_materialize`` → ``record_kwargs``): the record is written with the
     new value while the lock is taken for the old one.
     """
-    model = bind_model(Plain, MOTO)
+    model = bind_model(Contact, MOTO)
     record = model(pk="t1", email="old@x.io")
     with TransactWrite() as tx:
         tx.save(record)
