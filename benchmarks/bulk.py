@@ -9,8 +9,8 @@ It starts its own dynoxide server on a free port and stops it (by PID) when done
 two unique attributes (an email and a username: 3 items per record). In every repetition the
 contenders run one after the other on fresh values in a fresh table, in an order that rotates
 from one repetition to the next; the figures are the median and the min-max over the repetitions,
-and the ratio is the median of the per-repetition ratios. ``report_bulk`` returns the lines for
-another report (``benchmarks/run.py``) to print.
+and the ratio is the median of the per-repetition ratios. ``benchmarks/run.py`` times the same
+contenders with pyperf.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class BulkAccount(UniqueMixin, Model):
     bio = UnicodeAttribute(null=True)
 
 
-def _bind(host: str, table: str) -> None:
+def bind(host: str, table: str) -> None:
     """Point the model at a fresh table on ``host`` and create it."""
     BulkAccount.Meta.host = host
     BulkAccount.Meta.table_name = table
@@ -70,7 +70,7 @@ def _bind(host: str, table: str) -> None:
     BulkAccount.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
 
 
-def _accounts(prefix: str, count: int) -> list[BulkAccount]:
+def new_accounts(prefix: str, count: int) -> list[BulkAccount]:
     return [
         BulkAccount(pk=f"{prefix}#{n:06d}", email=f"{prefix}.{n}@example.com", username=f"{prefix}-{n}", bio="imported")
         for n in range(count)
@@ -116,10 +116,10 @@ def report_bulk(host: str, records: int = RECORDS, repeats: int = REPEATS) -> tu
     rates: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     run_id = os.urandom(4).hex()
     for repetition in range(repeats):
-        _bind(host, f"bench-bulk-{run_id}-{repetition}")
+        bind(host, f"bench-bulk-{run_id}-{repetition}")
         shift = repetition % len(CONTENDERS)
         for name in (*CONTENDERS[shift:], *CONTENDERS[:shift]):
-            accounts = _accounts(f"r{repetition}c{CONTENDERS.index(name)}", records)
+            accounts = new_accounts(f"r{repetition}c{CONTENDERS.index(name)}", records)
             started = time.perf_counter()
             RUNS[name](accounts)
             rates[name].append(records / (time.perf_counter() - started))

@@ -55,7 +55,7 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench
+import contenders as bench
 
 #: A record loaded from a stored item (what get, query and scan do with each item): the
 #: library's model against the plain one.

@@ -10,7 +10,7 @@ unless ``--endpoint`` names a running DynamoDB-compatible server::
 The audit and a raw boto3 Scan loop that only counts the items (both strongly consistent, one
 segment, 1 MB pages) alternate in each repetition, the order swapping from one repetition to the
 next; the median and the min-max of items/s are printed, and their ratio. ``benchmarks/run.py``
-runs the same comparison as its section 5.
+times the same comparison with pyperf.
 """
 
 from __future__ import annotations

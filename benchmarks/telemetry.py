@@ -14,8 +14,8 @@ load falls on both alike:
   write asks the API's proxy tracer for a span and gets the no-op one, and adds its capacity to a
   proxy counter that drops it.
 
-A signup is ``save()`` of a new :class:`run.UniqueAccount` (three items in one transaction) with the
-botocore client's ``_make_api_call`` answering at once (``run.stubbed_transport``): only client
+A signup is ``save()`` of a new :class:`contenders.UniqueAccount` (three items in one transaction) with the
+botocore client's ``_make_api_call`` answering at once (``contenders.stubbed_transport``): only client
 work is timed, with ``time.process_time``. Printed: the median time per signup over the
 repetitions with the min-max, the median of the per-repetition differences, and the telemetry
 alone (``watch()`` and a write's calls on it, timed apart).
@@ -37,7 +37,7 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import run
+import contenders as bench
 
 from pynamodb_unique._write import telemetry
 
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Credentials botocore accepts without looking further (a client without them is rebuilt per call).
     fake = "bench"
-    os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=run.REGION)
+    os.environ.update(AWS_ACCESS_KEY_ID=fake, AWS_SECRET_ACCESS_KEY=fake, AWS_DEFAULT_REGION=bench.REGION)
     os.environ["AWS_CONFIG_FILE"] = os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     from opentelemetry import trace  # noqa: PLC0415 - the API must be installed for this comparison.
 
@@ -77,14 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     signup: dict[str, list[float]] = {case: [] for case in states}
     alone: dict[str, list[float]] = {case: [] for case in states}
     serial = iter(range(10**9))
-    with run.stubbed_transport():
-        for account in [run._account(next(serial)) for _ in range(200)]:  # Warm up: one-time work.
+    with bench.stubbed_transport():
+        for account in [bench._account(next(serial)) for _ in range(200)]:  # Warm up: one-time work.
             account.save()
         for repetition in range(args.repeats):
             order = list(states) if repetition % 2 == 0 else list(reversed(states))
             for case in order:
                 telemetry._otel_state = states[case]
-                accounts = [run._account(next(serial)) for _ in range(args.signups)]
+                accounts = [bench._account(next(serial)) for _ in range(args.signups)]
                 start = time.process_time()
                 for account in accounts:
                     account.save()

@@ -1,0 +1,33 @@
+"""The benchmark script runs end to end in its fastest mode (it starts its own dynoxide server)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.integration
+def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: str) -> None:
+    """One value per benchmark, in process: the requests, the side-by-side tables and the targets are printed."""
+    del dynoxide_endpoint  # Only the fixture's check that the binary is installed: the script starts its own.
+    command = [sys.executable, "benchmarks/run.py", "--quick", "--debug-single-value", "--in-process", "--quiet"]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603 - our own script.
+    assert done.returncode == 0, done.stderr
+    for line in (
+        "| duplicate signup refused | TransactWriteItems | 1 | 3 |",
+        "checked: the same request by hand is the library's",
+        "| client CPU, transport stubbed | library µs | minimal µs | library / minimal by hand |",
+        "| unique change (update) |",
+        "| PynamoDB, the seed's transaction |",
+        "| boto3, minimal items |",
+        "| raw boto3 Scan |",
+        "| save() loop |",
+        "target: signups/s: library / boto3 minimal items",
+    ):
+        assert line in done.stdout, done.stdout
