@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import JSONAttribute, MapAttribute, NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
@@ -138,7 +138,7 @@ class Defaulted(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a fixed default (applied by PynamoDB's load).
 
     ``status`` defaults to "live": a stored item without it loads as live, so its email takes a
-    lock. ``handle`` is a second, plain unique attribute.
+    lock.
     """
 
     class Meta:
@@ -153,5 +153,46 @@ class Defaulted(UniqueMixin, Model):
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
     status = UnicodeAttribute(default="live")
-    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
+    bio = UnicodeAttribute(null=True)
+
+
+class Flagged(UniqueMixin, Model):
+    """A partial constraint whose condition reads a raw MapAttribute (``r.flags.active``), as users read one."""
+
+    class Meta:
+        table_name = "flagged"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="ACTIVE_EMAIL",
+                condition=lambda r: r.flags is not None and bool(r.flags.active),
+                condition_attributes=("flags",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
+    bio = UnicodeAttribute(null=True)
+
+
+class JsonConditioned(UniqueMixin, Model):
+    """A partial constraint whose condition reads a JSONAttribute: DynamoDB type S, a dict in Python."""
+
+    class Meta:
+        table_name = "json-conditioned"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="JSON_EMAIL",
+                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
+                condition_attributes=("meta",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    meta = JSONAttribute(null=True)
     bio = UnicodeAttribute(null=True)

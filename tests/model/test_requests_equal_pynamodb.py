@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
-from models import Account, Defaulted
+from models import Account, Defaulted, Flagged
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
@@ -41,7 +41,6 @@ from pynamodb_unique import (
     TableNotFound,
     UniqueAttribute,
     UniqueConfigError,
-    UniqueConstraint,
     UniqueMixin,
     create_lock_table,
 )
@@ -68,27 +67,6 @@ ABSENT: Stored = _plan.ABSENT
 
 
 # --- models ----------------------------------------------------------------------------------
-
-
-class Flagged(UniqueMixin, Model):
-    """A partial constraint whose condition reads a raw MapAttribute, as PynamoDB users read one."""
-
-    class Meta:
-        table_name = "write-path-flagged"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="ACTIVE_EMAIL",
-                condition=lambda r: r.flags is not None and bool(r.flags.active),
-                condition_attributes=("flags",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
-    bio = UnicodeAttribute(null=True)
 
 
 class Profile(MapAttribute[str, Any]):

@@ -19,7 +19,7 @@ import pytest
 from _backends import REGION, Backend, RequestCounter, bind_model, unique_table_name
 from _damage import _context
 from _invariant import assert_invariant
-from models import Contact, Defaulted
+from models import Contact, Defaulted, JsonConditioned
 from pynamodb.attributes import (
     DiscriminatorAttribute,
     JSONAttribute,
@@ -675,27 +675,6 @@ def test_fractional_expiry__update_save_delete_and_tools(moto_backend: None) -> 
 
 
 # --- models ----------------------------------------------------------------------------------
-
-
-class JsonConditioned(UniqueMixin, Model):
-    """A partial constraint whose condition reads a JSONAttribute (stored as text, checked verbatim)."""
-
-    class Meta:
-        table_name = "view-json"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="JSON_EMAIL",
-                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
-                condition_attributes=("meta",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    meta = JSONAttribute(null=True)
-    bio = UnicodeAttribute(null=True)
 
 
 def _flag_default() -> str:

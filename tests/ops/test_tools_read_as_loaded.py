@@ -17,14 +17,14 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _export import export_tables
 from _invariant import assert_invariant
-from models import Contact, Defaulted
-from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, VersionAttribute
+from models import Contact, Flagged, JsonConditioned
+from models import Defaulted as _Defaulted
+from pynamodb.attributes import UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
     TransactWrite,
     UniqueAttribute,
-    UniqueConstraint,
     UniqueMixin,
     audit,
     migrate,
@@ -39,45 +39,13 @@ M = TypeVar("M", bound=Model)
 # --- models ----------------------------------------------------------------------------------
 
 
-class Flags(UniqueMixin, Model):
-    """A partial constraint whose condition reads a raw MapAttribute (``r.flags.active``)."""
+class Defaulted(_Defaulted):
+    """``models.Defaulted`` with a second, plain unique attribute."""
 
-    class Meta:
-        table_name = "stored-view-readers-flags"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="ACTIVE_EMAIL",
-                condition=lambda r: r.flags is not None and bool(r.flags.active),
-                condition_attributes=("flags",),
-            )
-        ]
+    class Meta(_Defaulted.Meta):
+        table_name = "defaulted-with-handle"
 
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
-
-
-class Json(UniqueMixin, Model):
-    """A partial constraint whose condition reads a JSONAttribute (stored as text)."""
-
-    class Meta:
-        table_name = "stored-view-readers-json"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="JSON_EMAIL",
-                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
-                condition_attributes=("meta",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    meta = JSONAttribute(null=True)
-    bio = UnicodeAttribute(null=True)
+    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
 
 
 class Versioned(UniqueMixin, Model):
@@ -139,7 +107,7 @@ def test_audit__map_condition_attribute__clean_after_library_save(moto_backend: 
     ``_stored_value``, which gives the raw ``MapAttribute.deserialize`` result, a plain dict, so
     the same condition raises AttributeError and the audit fails ("cannot read the item").
     """
-    model = bind_model(Flags, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     model(pk="b", email="b@x.io", flags={"active": False}).save()
     assert model.unique_owner(email="a@x.io") == ("a",)
@@ -151,7 +119,7 @@ def test_audit__map_condition_attribute__clean_after_library_save(moto_backend: 
 
 def test_export_audit__map_condition_attribute__clean(moto_backend: None, tmp_path: Path) -> None:
     """The export audit reads the same items as the live one: a map condition must not fail it."""
-    model = bind_model(Flags, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     client = model._get_connection().connection.client
     exports = export_tables(client, [model.Meta.table_name], tmp_path)
@@ -165,7 +133,7 @@ def test_streams__map_condition_attribute__insert_by_other_writer_creates_lock(m
     Before the fix, ``_Handler.wanted`` evaluated the condition on ``read_record`` values: a dict for a raw map,
     so ``r.flags.active`` fails and the record is left "cannot read the stream record".
     """
-    model = bind_model(Flags, MOTO)
+    model = bind_model(Flagged, MOTO)
     item = {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "flags": {"M": {"active": {"BOOL": True}}}}
     _put_raw(model, item)
     report = streams.handle(model, _stream_insert(model, item))
@@ -177,7 +145,7 @@ def test_streams__map_condition_attribute__insert_by_other_writer_creates_lock(m
 # --- 1/2. JSONAttribute text as another writer stores it -------------------------------------
 
 
-def _compact_json_record(model: type[Json]) -> dict[str, Any]:
+def _compact_json_record(model: type[JsonConditioned]) -> dict[str, Any]:
     """A record whose JSON was written compactly by another writer (valid JSON, PynamoDB loads it)."""
     item = {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":true}'}}
     _put_raw(model, item)
@@ -193,7 +161,7 @@ def test_repair__json_condition_attribute_written_compactly__creates_missing_loc
     (``{"active": true}``), which the stored text ``{"active":true}`` never equals: before the
     fix, it was "skipped" every time, though nothing changed. Repair now reads the stored text.
     """
-    model = bind_model(Json, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     report = audit(model)
     assert _facts(report) == [("missing", "UNIQ#JSON_EMAIL#j@x.io")]
@@ -209,7 +177,7 @@ def test_repair__json_changed_since_the_audit__skipped(moto_backend: None) -> No
     spelled compactly again. Taking the text read now for the check would pass it and give an
     inactive record a lock: the text is taken only while its value is still the one audited.
     """
-    model = bind_model(Json, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     report = audit(model)
     _put_raw(model, {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":false}'}})
@@ -224,7 +192,7 @@ def test_streams__json_condition_attribute_written_compactly__insert_creates_loc
     Before the fix, each of its 4 attempts was cancelled by its own check, and the record was left with "the record
     or its locks changed 4 times" though it never changed.
     """
-    model = bind_model(Json, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     item = _compact_json_record(model)
     report = streams.handle(model, _stream_insert(model, item))
     assert report.left == ()
@@ -238,7 +206,7 @@ def test_save__json_condition_attribute_written_compactly__loaded_record_saves(m
     The compare-and-swap checks the text as loaded (``Stored.verbatim``), not the value
     re-serialized by ``json.dumps``, which the stored text never equals.
     """
-    model = bind_model(Json, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     loaded = model.get("j1")
     loaded.bio = "hello"
