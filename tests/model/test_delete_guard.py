@@ -67,7 +67,7 @@ class Tag(Thing, discriminator="tag"):
     class Meta(Thing.Meta):
         unique_constraints = [
             UniqueConstraint(
-                "email", name="VIP_EMAILR8", condition=lambda r: "vip" in (r.tags or ()), condition_attributes=("tags",)
+                "email", name="VIP_EMAIL", condition=lambda r: "vip" in (r.tags or ()), condition_attributes=("tags",)
             )
         ]
 
@@ -81,7 +81,7 @@ class Flat(UniqueMixin, Model):
     class Meta:
         table_name = "guard-flat"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("a", "b", name="AB_R8")]
+        unique_constraints = [UniqueConstraint("a", "b", name="AB")]
 
     pk = UnicodeAttribute(hash_key=True)
     a = UnicodeAttribute(null=True, default="x")

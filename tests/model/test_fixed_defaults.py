@@ -36,7 +36,7 @@ class Slot(UniqueMixin, Model):
     class Meta:
         table_name = "defaults-slot"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("slot", name="SLOTR5")]
+        unique_constraints = [UniqueConstraint("slot", name="SLOT")]
 
     pk = UnicodeAttribute(hash_key=True)
     slot = UnicodeAttribute(null=True, default="primary")
@@ -48,7 +48,7 @@ class Tier(UniqueMixin, Model):
     class Meta:
         table_name = "defaults-tier"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("email", "tier", name="EMAIL_TIERR5")]
+        unique_constraints = [UniqueConstraint("email", "tier", name="EMAIL_TIER")]
 
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
@@ -63,7 +63,7 @@ class Live(UniqueMixin, Model):
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
-                "email", name="LIVE_EMAILR5", condition=lambda r: r.status == "live", condition_attributes=("status",)
+                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
             )
         ]
 
@@ -79,7 +79,7 @@ class NumSlot(UniqueMixin, Model):
         table_name = "defaults-numslot"
         region = "us-east-1"
         unique_lock_table = "defaults-numslot-locks"
-        unique_constraints = [UniqueConstraint("rank", "status", name="RANK_STATUSR5")]
+        unique_constraints = [UniqueConstraint("rank", "status", name="RANK_STATUS")]
 
     id = NumberAttribute(hash_key=True)
     rev = NumberAttribute(range_key=True)

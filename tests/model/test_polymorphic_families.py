@@ -57,7 +57,7 @@ class Badge(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="VIP_EMAILR6",
+                name="VIP_EMAIL",
                 condition=lambda r: "vip" in (r.tags or ()),
                 condition_attributes=("tags",),
             )
@@ -77,7 +77,7 @@ class Doc(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="DOCR6",
+                name="DOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -98,7 +98,7 @@ class NumDoc(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="NUMDOCR6",
+                name="NUMDOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -120,7 +120,7 @@ class BinDoc(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="BINDOCR6",
+                name="BINDOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -149,7 +149,7 @@ class Box(Shape, discriminator="box"):
         unique_constraints = [
             UniqueConstraint(
                 "label",
-                name="BOXR6",
+                name="BOX",
                 condition=lambda r: bool(r.spec and r.spec.get("on")),
                 condition_attributes=("spec",),
             )

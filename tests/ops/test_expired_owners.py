@@ -67,7 +67,7 @@ def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> di
     """A family whose untagged base (kind None) has the TTL, inherited by every tagged subclass."""
     table = unique_table_name("expired-family")
 
-    class BaseRL(UniqueMixin, Model):
+    class FamilyBase(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -78,23 +78,23 @@ def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> di
         email = UniqueAttribute(UnicodeAttribute(null=True))
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    BaseRL.Meta.host = host  # type: ignore[attr-defined]
+    FamilyBase.Meta.host = host  # type: ignore[attr-defined]
     if lock_table is not None:
-        BaseRL.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
-    found: dict[str, Any] = {"Base": BaseRL}
+        FamilyBase.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
+    found: dict[str, Any] = {"Base": FamilyBase}
     for i in range(members):
-        found[f"S{i}"] = type(f"Sub{i}RL", (BaseRL,), {"__module__": __name__}, discriminator=f"s{i}")
-    BaseRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        found[f"S{i}"] = type(f"Sub{i}RL", (FamilyBase,), {"__module__": __name__}, discriminator=f"s{i}")
+    FamilyBase.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     if lock_table is not None:
-        create_lock_table(BaseRL)
+        create_lock_table(FamilyBase)
     return found
 
 
 def _shared_namespace(host: str) -> tuple[Any, Any]:
-    """Two plain models of one table sharing the explicit namespace ``email``: only GuestRL expires."""
+    """Two plain models of one table sharing the explicit namespace ``email``: only Guest expires."""
     table = unique_table_name("expired-shared")
 
-    class UserRL(UniqueMixin, Model):
+    class User(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -103,7 +103,7 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
         sk = UnicodeAttribute(range_key=True, attr_name="SK", default="USER")
         email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
 
-    class GuestRL(UniqueMixin, Model):
+    class Guest(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -113,18 +113,18 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
         email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    UserRL.Meta.host = host  # type: ignore[attr-defined]
-    GuestRL.Meta.host = host  # type: ignore[attr-defined]
-    UserRL.Meta.unique_item_filter = lambda model: model.sk == "USER"  # type: ignore[attr-defined]
-    GuestRL.Meta.unique_item_filter = lambda model: model.sk == "GUEST"  # type: ignore[attr-defined]
-    UserRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return UserRL, GuestRL
+    User.Meta.host = host  # type: ignore[attr-defined]
+    Guest.Meta.host = host  # type: ignore[attr-defined]
+    User.Meta.unique_item_filter = lambda model: model.sk == "USER"  # type: ignore[attr-defined]
+    Guest.Meta.unique_item_filter = lambda model: model.sk == "GUEST"  # type: ignore[attr-defined]
+    User.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return User, Guest
 
 
 def _session(host: str) -> Any:
     table = unique_table_name("expired-sessions")
 
-    class SessionRL(UniqueMixin, Model):
+    class Session(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -135,13 +135,13 @@ def _session(host: str) -> Any:
         email = UniqueAttribute(UnicodeAttribute(null=True))
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    SessionRL.Meta.host = host  # type: ignore[attr-defined]
+    Session.Meta.host = host  # type: ignore[attr-defined]
 
-    class WebSessionRL(SessionRL, discriminator="web"):
+    class WebSession(Session, discriminator="web"):
         pass
 
-    SessionRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return SessionRL, WebSessionRL
+    Session.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return Session, WebSession
 
 
 def _active(record: Any) -> bool:
@@ -185,13 +185,13 @@ class SetsMember(UniqueMixin, Model):
 def _bind_regions(host: str) -> Any:
     table = unique_table_name("expired-regions")
 
-    class RegionsRL(RegionsMember):
+    class Regions(RegionsMember):
         class Meta(RegionsMember.Meta):
             table_name = table
 
-    RegionsRL.Meta.host = host  # type: ignore[attr-defined]
-    RegionsRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return RegionsRL
+    Regions.Meta.host = host  # type: ignore[attr-defined]
+    Regions.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return Regions
 
 
 # --- 3. Stored.same_as: a map key named like a set type ------------------------------------------
@@ -299,11 +299,11 @@ def test_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: pytest
 def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__deleted(
     dynoxide_endpoint: str, tmp_path: Path, how: str
 ) -> None:
-    """An expired GuestRL's orphaned lock, audited from UserRL (one explicit namespace, one table), is deleted.
+    """An expired Guest's orphaned lock, audited from User (one explicit namespace, one table), is deleted.
 
     The audit's scope takes every model declaring the namespace (``declaring``): it judges the
-    GuestRL record gone by GuestRL's TTLAttribute and reports its live lock as orphaned. Repair's
-    owner check took its expiry clauses from the audited UserRL, a plain model without a TTL, as
+    Guest record gone by Guest's TTLAttribute and reports its live lock as orphaned. Repair's
+    owner check took its expiry clauses from the audited User, a plain model without a TTL, as
     the expired owner is not among the audit's records: the check was ``attribute_not_exists(PK)``
     alone, which failed until DynamoDB's TTL deleted the item (up to days), run after run. The
     audit now passes the owner model the lock records (``uniq_owner_model``), through an export's
@@ -326,10 +326,10 @@ def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__delet
 
 @pytest.mark.integration
 def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_kept(dynoxide_endpoint: str) -> None:
-    """The expired GuestRL comes back live (another writer renews it) between audit and repair: its lock stays.
+    """The expired Guest comes back live (another writer renews it) between audit and repair: its lock stays.
 
-    Repair's check of the owner, as GuestRL (the lock's owner model): gone, or expired by
-    GuestRL's TTL; a renewed record meets neither, and the lock of a live value is kept.
+    Repair's check of the owner, as Guest (the lock's owner model): gone, or expired by
+    Guest's TTL; a renewed record meets neither, and the lock of a live value is kept.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
     # One epoch for the save and the renewal: the renewed record's expiry is its lock's to the
@@ -354,15 +354,15 @@ def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_
 
 @pytest.mark.integration
 def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_holder(dynoxide_endpoint: str) -> None:
-    """A UserRL record holds a value whose lock names an expired GuestRL: repair gives the lock to the holder.
+    """A User record holds a value whose lock names an expired Guest: repair gives the lock to the holder.
 
-    The owner check is GuestRL's (gone, or expired by its TTL), as the lock records that model;
-    checked as the audited UserRL it would wait for DynamoDB's TTL to delete the guest.
+    The owner check is Guest's (gone, or expired by its TTL), as the lock records that model;
+    checked as the audited User it would wait for DynamoDB's TTL to delete the guest.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
     guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
-    # Another writer stores a UserRL record holding the value, without its lock.
+    # Another writer stores a User record holding the value, without its lock.
     client(user).put_item(TableName=user.Meta.table_name, Item={**record_key("U#1", "USER"), "email": {"S": "g@x.io"}})
     report = audit(user)
     assert [p.kind for p in report.problems] == ["foreign"]

@@ -591,10 +591,10 @@ def _lock_key(lock: str) -> dict[str, Any]:
 
 
 def _family(host: str | None) -> dict[str, Any]:
-    """A polymorphic family in one table: only TrialR3 has a TTLAttribute."""
+    """A polymorphic family in one table: only FamilyTrial has a TTLAttribute."""
     table = unique_table_name("within-second-accounts")
 
-    class AccountR3(UniqueMixin, Model):
+    class FamilyAccount(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -604,16 +604,16 @@ def _family(host: str | None) -> dict[str, Any]:
         kind = DiscriminatorAttribute()
         email = UniqueAttribute(UnicodeAttribute(null=True))
 
-    AccountR3.Meta.host = host  # type: ignore[attr-defined]
+    FamilyAccount.Meta.host = host  # type: ignore[attr-defined]
 
-    class PaidR3(AccountR3, discriminator="paid"):
+    class FamilyPaid(FamilyAccount, discriminator="paid"):
         pass
 
-    class TrialR3(AccountR3, discriminator="trial"):
+    class FamilyTrial(FamilyAccount, discriminator="trial"):
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    AccountR3.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return {"Account": AccountR3, "Paid": PaidR3, "Trial": TrialR3}
+    FamilyAccount.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return {"Account": FamilyAccount, "Paid": FamilyPaid, "Trial": FamilyTrial}
 
 
 class Profile(UniqueMixin, Model):
@@ -894,7 +894,7 @@ def test_guard_text_cache_fuzzed_across_a_family() -> None:
     of a JSONAttribute and of the expiry, defaults, bounds or none) always send PynamoDB's own text and
     values for their condition, whatever the cache held before."""
 
-    class BaseR3(UniqueMixin, Model):
+    class Base(UniqueMixin, Model):
         class Meta:
             table_name = "within-second-fuzz"
             region = "us-east-1"
@@ -912,13 +912,13 @@ def test_guard_text_cache_fuzzed_across_a_family() -> None:
         code = UniqueAttribute(UnicodeAttribute(null=True, default="none"))
         meta = JSONAttribute(null=True)
 
-    class DefaultedFuzzR3(BaseR3, discriminator="d"):
+    class DefaultedFuzz(Base, discriminator="d"):
         expires = TTLAttribute(default=datetime(2100, 1, 1, tzinfo=UTC), attr_name="ttl")
 
-    class PlainFuzzR3(BaseR3, discriminator="p"):
+    class PlainFuzz(Base, discriminator="p"):
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    planners = [planner_of(m) for m in (BaseR3, DefaultedFuzzR3, PlainFuzzR3)]
+    planners = [planner_of(m) for m in (Base, DefaultedFuzz, PlainFuzz)]
     expiries = [
         None,
         datetime(2100, 1, 1, tzinfo=UTC),
