@@ -238,7 +238,7 @@ def test_save__map_key_named_bs_changed_by_another_writer__saved_not_condition_f
     assert model.get("a").note == "changed"
 
 
-def test_same_as_sets_in_lists_binary_and_none() -> None:
+def test_same_as__sets_in_lists_binary_and_none__judged_right() -> None:
     """Sets inside a list of maps, binary sets (bytes sort), None and absent values: judged right."""
     context = context_of(SetsMember)
     assert context is not None
@@ -266,7 +266,7 @@ def test_same_as_sets_in_lists_binary_and_none() -> None:
 
 
 @pytest.mark.integration
-def test_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_as__successful_write__not_called(dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """same_as (and _in_order) run only after a failed record guard, never on a successful write."""
     model = _bind_regions(dynoxide_endpoint)
     calls: list[int] = []
@@ -375,7 +375,7 @@ def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_
 
 
 @pytest.mark.integration
-def test_family_shared_ttl_name_kind_none_base(dynoxide_endpoint: str) -> None:
+def test_family_repair__shared_ttl_name_and_untagged_base__orphaned_locks_deleted(dynoxide_endpoint: str) -> None:
     """Base (kind None) and two subclasses share the TTL ``ttl``: orphaned locks of expired records of each, deleted.
 
     The owner check ORs three clauses on the same ``ttl`` and ``kind`` names (placeholders reused,
@@ -402,7 +402,7 @@ def test_family_shared_ttl_name_kind_none_base(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_renewed_after_audit_skipped(dynoxide_endpoint: str) -> None:
+def test_family_repair__owner_renewed_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
     """Time skew: the owner is renewed (expiry in the future again) between audit and repair: skipped, lock kept."""
     fam = _family(dynoxide_endpoint)
     base, s1 = fam["Base"], fam["S1"]
@@ -422,7 +422,7 @@ def test_family_renewed_after_audit_skipped(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
+def test_family_repair__forty_classes__condition_under_4_kb_applied(dynoxide_endpoint: str) -> None:
     """A family of 40 classes: one clause each, the condition stays under DynamoDB's 4 KB and is applied."""
     fam = _family(dynoxide_endpoint, members=40)
     base, last = fam["Base"], fam["S39"]
@@ -439,7 +439,9 @@ def test_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_family_repair__separate_lock_table_and_export__expired_owner_lock_deleted(
+    dynoxide_endpoint: str, tmp_path: Path
+) -> None:
     """A separate lock table, then an export audit: the expired subclass owner's lock deleted both ways."""
     locks_name = unique_table_name("expired-locks")
     fam = _family(dynoxide_endpoint, lock_table=locks_name)
@@ -459,7 +461,7 @@ def test_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path:
 
 
 @pytest.mark.integration
-def test_plain_model_export_audit_expired_owner(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_export_audit__plain_model_expired_owner__lock_deleted(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """A plain expiring model (family = [model]) audited from an export: its expired owner's lock is deleted."""
     model, web = _session(dynoxide_endpoint)
     web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
@@ -503,7 +505,9 @@ def test_migrate__foreign_lock_owner_of_an_unknown_class__left_not_raised(dynoxi
 
 @pytest.mark.integration
 @pytest.mark.parametrize("expiry", [{"NULL": True}, None], ids=["null", "absent"])
-def test_migrate_owner_expiry_not_a_number_is_a_conflict(dynoxide_endpoint: str, expiry: dict[str, Any] | None) -> None:
+def test_migrate__owner_expiry_null_or_absent__holds_a_conflict(
+    dynoxide_endpoint: str, expiry: dict[str, Any] | None
+) -> None:
     """An owner whose expiry is NULL or absent is not expired (as the audit judges): it holds; a past one: not."""
     model, web = _session(dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -523,7 +527,7 @@ def test_migrate_owner_expiry_not_a_number_is_a_conflict(dynoxide_endpoint: str,
 
 
 @pytest.mark.integration
-def test_migrate_owner_expired_subclass_left(dynoxide_endpoint: str) -> None:
+def test_migrate__expired_subclass_owner__left_for_repair(dynoxide_endpoint: str) -> None:
     """An owner stored as the subclass, expired by the TTL it inherits: left for repair, which moves the lock."""
     model, web = _session(dynoxide_endpoint)
     _foreign(model, web, {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": str(int(time.time()) - 3600)}})

@@ -460,7 +460,7 @@ def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endp
 @pytest.mark.parametrize(
     ("saved", "respelled"), [(-1, "-0.5"), (-2, "-1.25"), (0, "0.25")], ids=["-0.5", "-1.25", "0.25"]
 )
-def test_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: int, respelled: str) -> None:
+def test_delete_unloaded__negative_epochs__deleted(dynoxide_endpoint: str, saved: int, respelled: str) -> None:
     """Negative epochs: a load gives the floor second; a delete of an unloaded instance guessing it deletes."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).save()
@@ -473,7 +473,7 @@ def test_delete_unloaded_negative_epochs(dynoxide_endpoint: str, saved: int, res
 
 
 @pytest.mark.integration
-def test_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
+def test_backfill__far_future_fraction_below_the_last_second__applied(dynoxide_endpoint: str) -> None:
     """A far-future expiry short of the last second: range check applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
@@ -482,7 +482,7 @@ def test_backfill_far_future_fraction_below_max(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_backfill_null_expiry(dynoxide_endpoint: str) -> None:
+def test_backfill__null_expiry__applied_as_absent(dynoxide_endpoint: str) -> None:
     """A NULL expiry loads as absent: the check is absent-or-NULL, applied."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
@@ -492,7 +492,7 @@ def test_backfill_null_expiry(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None:
+def test_repair__expiry_restored_as_a_string_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
     """Plain TTL: a record whose expiry another writer re-stored as a string after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -505,7 +505,7 @@ def test_repair_expiry_changed_to_string_skipped(dynoxide_endpoint: str) -> None
 
 
 @pytest.mark.integration
-def test_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> None:
+def test_repair__expiry_removed_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
     """A missing attribute fails ``>=``: a record whose expiry was removed after the audit is skipped."""
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -522,7 +522,7 @@ def test_repair_expiry_removed_after_audit_skipped(dynoxide_endpoint: str) -> No
 
 
 @pytest.mark.integration
-def test_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
+def test_unique_expiry__fraction__same_lock_key_applied(dynoxide_endpoint: str) -> None:
     """The expiry as a unique attribute: a fraction loads as the same second, same lock key; applied."""
     model = _bind(ExpiryKey, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
@@ -535,7 +535,7 @@ def test_expiry_as_unique_attribute_fraction(dynoxide_endpoint: str) -> None:
     assert locks(model) == {}
 
 
-def test_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
+def test_guard_text_cache__range_absent_verbatim__as_pynamodb_serializes(moto_backend: None) -> None:
     """The guard text cache: RANGE, ABSENT and VERBATIM shapes each give PynamoDB's own serialization."""
     context = context_of(Session)
     assert context is not None
@@ -563,7 +563,7 @@ def test_guard_text_cache_range_vs_equal(moto_backend: None) -> None:
             assert sent.get("ExpressionAttributeValues", {}) == values
 
 
-def test_bulk_save_then_save(moto_backend: None) -> None:
+def test_bulk_save__then_save__ordinary_expiry_saved(moto_backend: None) -> None:
     """bulk_save and a later save of the same instances with an ordinary expiry."""
     model = _bind(Session, Backend("moto", None))
     epoch = epoch_in_days(3)
@@ -668,7 +668,7 @@ def _bind_on_dynoxide(model: type[Any], endpoint: str, **meta: Any) -> Any:
 
 
 @pytest.mark.integration
-def test_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str) -> None:
+def test_family_backfill__fraction_on_the_ttl_class__applied_without_a_read(dynoxide_endpoint: str) -> None:
     """Only Trial has the TTL: its record with ``X.5`` gets its lock, a Paid one too; no GetItem."""
     family = _family(dynoxide_endpoint)
     account = family["Account"]
@@ -683,7 +683,7 @@ def test_family_backfill_fraction_on_the_ttl_class(dynoxide_endpoint: str) -> No
 
 
 @pytest.mark.integration
-def test_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
+def test_family_repair__stale_and_foreign_locks__fixed(dynoxide_endpoint: str) -> None:
     """Stale (lock expiry respelled) and foreign (Paid owner, Trial holder with a fraction) are fixed."""
     family = _family(dynoxide_endpoint)
     account, trial, paid = family["Account"], family["Trial"], family["Paid"]
@@ -709,7 +709,7 @@ def test_family_repair_stale_and_foreign(dynoxide_endpoint: str) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
-def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
+def test_fix__json_text_read__expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
     """Another writer's JSON spacing and expiry fraction: one GetItem (the JSON's text), the expiry ranged."""
     model = _bind_on_dynoxide(Profile, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -727,7 +727,7 @@ def test_json_text_read_expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
 
 
 @pytest.mark.integration
-def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
+def test_backfill__separate_lock_table__record_check_ranged(dynoxide_endpoint: str) -> None:
     """A separate lock table: the record check (record table) is ranged, the lock goes to the lock table."""
     locks_name = unique_table_name("within-second-locks")
     model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_lock_table=locks_name)
@@ -740,7 +740,7 @@ def test_separate_lock_table_backfill_fraction(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
+def test_migrate__former_form_and_fraction__new_lock(dynoxide_endpoint: str) -> None:
     """Migrate to a casefolded form: a record with the former-form lock and an expiry fraction gets the new lock."""
     model = _bind_on_dynoxide(Migrating, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -756,7 +756,7 @@ def test_migrate_former_form_fraction(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_export_audit_then_repair_fraction(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_export_audit__then_repair_of_a_fraction__applied(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
     model = _bind_on_dynoxide(Session, dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -778,7 +778,7 @@ def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
 
 
 @pytest.mark.integration
-def test_orphaned_lock_of_an_expired_record_deleted(dynoxide_endpoint: str) -> None:
+def test_repair__orphaned_lock_of_an_expired_record__deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
     model = _bind_on_dynoxide(Session, dynoxide_endpoint)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
@@ -814,7 +814,7 @@ def test_repair_family__orphaned_lock_of_an_expired_ttl_class_record__deleted(dy
 
 
 @pytest.mark.integration
-def test_family_orphaned_lock_of_an_expired_record_audited_from_ttl_class(dynoxide_endpoint: str) -> None:
+def test_family_repair__audited_from_the_ttl_class__orphaned_lock_deleted(dynoxide_endpoint: str) -> None:
     """The same lock, audited and repaired from Trial itself: deleted."""
     family = _family(dynoxide_endpoint)
     account, trial = family["Account"], family["Trial"]
@@ -855,7 +855,9 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
 
 @pytest.mark.integration
 @pytest.mark.parametrize("stored", [{"NULL": True}, None, {"N": "4102444800.75"}], ids=["null", "absent", "fraction"])
-def test_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: dict[str, Any] | None) -> None:
+def test_fixed_default_expiry__null_absent_or_fraction__passes(
+    dynoxide_endpoint: str, stored: dict[str, Any] | None
+) -> None:
     """DEFAULT_RANGE: NULL, absent or a fraction of the default's second all pass; the lock carries the default."""
     model = _bind_on_dynoxide(DefaultedSession, dynoxide_endpoint)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, **({"ttl": stored} if stored is not None else {})})
@@ -868,7 +870,7 @@ def test_fixed_default_null_absent_or_fraction(dynoxide_endpoint: str, stored: d
 
 
 @pytest.mark.integration
-def test_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None:
+def test_meta_unique_ttl_attribute__stale_lock__renewed_ranged(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
     model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
     epoch = epoch_in_days(2)
@@ -889,7 +891,7 @@ def test_unique_ttl_attribute_stale_lock_renewed(dynoxide_endpoint: str) -> None
 # --- the text cache and the bounds, swept ---------------------------------------------------------
 
 
-def test_guard_text_cache_fuzzed_across_a_family() -> None:
+def test_guard_text_cache__fuzzed_across_a_family__as_guard_condition() -> None:
     """Random guards (any class's planner, any stored class as source, ranged or not, gone_ok, texts
     of a JSONAttribute and of the expiry, defaults, bounds or none) always send PynamoDB's own text and
     values for their condition, whatever the cache held before."""
@@ -963,7 +965,7 @@ def test_guard_text_cache_fuzzed_across_a_family() -> None:
         assert sent["ExpressionAttributeNames"] == {v: k for k, v in names.items()}
 
 
-def test_second_bounds_swept_across_epochs() -> None:
+def test_second_bounds__swept_across_epochs__what_pynamodb_loads() -> None:
     """Bounds over 5000 seconds from 1906 to 9999, near 1970 and at each power of two (where a double's
     spacing halves below the bound): each bound loads as its second, the 38-digit number below it as
     the second before; None only within 2**22 s (48.5 days) of 1970."""
@@ -1140,7 +1142,7 @@ def test_transact_write__default_expiry_text_removed__stale_write(dynoxide_endpo
 # --- microseconds dropped on set, the guard cache, seven-decimal texts, a replan without a read ---
 
 
-def test_caller_microseconds_dropped_on_set() -> None:
+def test_ttl_set__caller_microseconds__dropped_and_bounded() -> None:
     """TTLAttribute.__set__ truncates a caller's microseconds (999999 too): a scan's check bounds the second."""
     epoch = epoch_in_days(3)
     late = datetime.fromtimestamp(epoch, tz=UTC).replace(microsecond=999_999)
@@ -1154,7 +1156,7 @@ def test_caller_microseconds_dropped_on_set() -> None:
     assert second_bounds(late) == second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
 
 
-def test_guard_cache_default_state_and_gone_ok() -> None:
+def test_guard_text_cache__default_gone_ok_verbatim__as_guard_condition() -> None:
     """The text cache agrees with Guard.condition(): DEFAULT (ranged), a bare gone_ok delete, a verbatim default."""
     context = context_of(DefaultedSession)
     assert context is not None
@@ -1185,7 +1187,7 @@ def test_guard_cache_default_state_and_gone_ok() -> None:
 
 
 @pytest.mark.integration
-def test_seven_decimals_before_2038_load_as_ranged(dynoxide_endpoint: str) -> None:
+def test_seven_decimals__before_2038__load_as_the_range_says(dynoxide_endpoint: str) -> None:
     """Before 2038 a 7-decimal number loads on the side of the bound the range puts it (S.9999994 / .9999995)."""
     second = epoch_in_days(2)
     assert _loads_as(f"{second}.9999994") == second
