@@ -17,15 +17,17 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
 from ._core.constraint import Constraint
-from ._core.lockitem import OwnerKey, lock_owner
+from ._core.lockitem import OwnerKey
+from ._model import snapshot, updates
 from ._model.configure import configure, declared, defined_attributes
 from ._model.context import ModelContext, context_of
 from ._model.registry import Pending, register
+from ._ops.explain import value_lock
 from ._ops.reads import UniqueReads
 from ._ops.validate import validate_unique
 from ._write.engine import Intent, intent_plan, plain_update, write
 from ._write.send import check_token
-from .exceptions import InvalidUniqueValue, UniqueError
+from .exceptions import UniqueError
 
 
 def _refuse_builder(instance: Model, builder: str) -> None:
@@ -126,7 +128,7 @@ class UniqueMixin(UniqueReads):
             return super().save(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
         # A bad value is refused while planning, before any request.
-        assumed, desire = intent_plan(context, self, "put", None, context.known(self))
+        assumed, desire = intent_plan(context, self, "put", None, snapshot.known(context, self))
         assert desire is not None  # noqa: S101 - a put always has values.
         intent = Intent("put", condition, None, add_version_condition, token, owner)
         response: dict[str, Any] = write(context, self, intent, assumed, desire)
@@ -159,12 +161,12 @@ class UniqueMixin(UniqueReads):
             raise TypeError(msg)
         context, token, owner = begun
         # What is stored matters only when a unique value moves.
-        changes = context.update_changes(actions)
+        changes = updates.update_changes(context, actions)
         # An update that creates a record holding locks without unique values (its defaults,
         # nulls_distinct=False) must take them: planned as any other (see intent_plan).
         if not changes and not context.planner.defaults_hold_locks:
             return plain_update(context, self, actions, condition, add_version_condition)
-        assumed, desire = intent_plan(context, self, "update", actions, context.known(self), changes)
+        assumed, desire = intent_plan(context, self, "update", actions, snapshot.known(context, self), changes)
         assert desire is not None  # noqa: S101 - an update with changes plans.
         intent = Intent("update", condition, actions, add_version_condition, token, owner)
         return write(context, self, intent, assumed, desire)
@@ -188,7 +190,7 @@ class UniqueMixin(UniqueReads):
         if begun is None:
             return super().delete(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
-        assumed, desire = intent_plan(context, self, "delete", None, context.known(self))
+        assumed, desire = intent_plan(context, self, "delete", None, snapshot.known(context, self))
         intent = Intent("delete", condition, None, add_version_condition, token, owner)
         return write(context, self, intent, assumed, desire or {})
 
@@ -274,24 +276,5 @@ class UniqueMixin(UniqueReads):
         Raises:
             InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
         """
-        context = context_of(cls)
-        names = set(values)
-        constraint = context.planner.covering(names) if context is not None else None
-        if context is None or constraint is None:
-            msg = f"{cls.__name__}: no unique constraint covers exactly {sorted(names)}"
-            raise InvalidUniqueValue(msg)
-        # A value of None is stored as no attribute, which loads as the attribute's fixed default.
-        loaded = context.planner.as_loaded(values)
-        keys = [constraint.key_of(loaded)]
-        if constraint.former is not None:
-            keys.append(constraint.former.key_of(loaded))
-        locks = context.locks()
-        # The current form first; during a migration, the former form when the current is free.
-        for key in dict.fromkeys(k for k in keys if k is not None):
-            data = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True)
-            item = data.get("Item")
-            # An expired lock (its record expired, or its hold ended) holds the value for no one.
-            owner = None if locks.expired(item) else lock_owner(item)
-            if owner is not None:
-                return context.decode_owner(owner)
-        return None
+        found = value_lock(cls, values)
+        return None if found.holder is None else found.context.decode_owner(found.holder)

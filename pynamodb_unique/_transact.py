@@ -15,16 +15,24 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
+from ._core.limits import MAX_PLANS
 from ._core.lockitem import OwnerKey
-from ._core.outcome import interpret
+from ._core.outcome import LocksMoved, Unexplained, Violated, decide, interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
+from ._model import records, snapshot, updates
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
-from ._model.seam import set_transaction_connection, set_transaction_token, transaction_lists
+from ._model.seam import (
+    set_transaction_connection,
+    set_transaction_token,
+    transaction_committed,
+    transaction_lists,
+    transaction_settings,
+)
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
-from ._write.send import check_token, derive_token, new_token, raise_missing_table, request_clock, retrying
+from ._write.send import check_token, commit_grouped, derive_token, new_token, raise_missing_table, request_clock
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
 
@@ -104,10 +112,10 @@ class TransactWrite(_PynamoTransactWrite):
     @staticmethod
     def _stored(context: ModelContext, instance: Model) -> Stored:
         """What is stored: known, or read once, consistently, now (the compare-and-swap guards it)."""
-        known = context.known(instance)
+        known = snapshot.known(context, instance)
         if known is not None:
             return known
-        return context.stored_from_item(context.read_stored(instance))
+        return context.stored_from_item(records.read_stored(context, instance))
 
     def save(self, model: Any, condition: Condition | None = None, return_values: str | None = None) -> None:
         """Add a save; for a unique model, its locks too (unknown stored state: a create)."""
@@ -116,7 +124,7 @@ class TransactWrite(_PynamoTransactWrite):
         if context is None:
             super().save(model, condition=condition, return_values=return_values)
             return
-        assumed = context.known(model) or Stored(exists=False)
+        assumed = snapshot.known(context, model) or Stored(exists=False)
         entry = _Entry(
             context, model, "put", assumed, context.values(model), condition, None, add_version_condition=True
         )
@@ -143,7 +151,7 @@ class TransactWrite(_PynamoTransactWrite):
                 add_version_condition=add_version_condition,
             )
             return
-        changes = context.update_changes(actions)
+        changes = updates.update_changes(context, actions)
         assumed = self._stored(context, model)
         desired = context.planner.updated(assumed, changes)
         entry = _Entry(context, model, "update", assumed, desired, condition, list(actions), add_version_condition)
@@ -256,7 +264,9 @@ class TransactWrite(_PynamoTransactWrite):
             set_transaction_token(self, self._uniq_base_token)
         lists = transaction_lists(self)
         callers = {group: list(items) for group, items in lists.items()}
-        for step in range(2):
+        # By entry index, the locks found another record's so far: each re-plan checks them all.
+        not_ours: dict[int, frozenset[str]] = {}
+        for step in range(MAX_PLANS):
             slots = self._materialize()
             if step > 0:
                 # A re-planned request is another request: its token folds in the items it sends.
@@ -264,21 +274,30 @@ class TransactWrite(_PynamoTransactWrite):
                 set_transaction_token(self, derive_token(self._uniq_base_token, step, sent))
             if watched is not None:
                 watched.sending("TransactWriteItems", len(slots), step + 1)
+            connection, token, consumed, metrics = transaction_settings(self)
             try:
                 # The same request, and so the same token, on every resend.
-                response = retrying(super()._commit)
+                response = commit_grouped(
+                    connection,
+                    lists,
+                    token,
+                    return_consumed_capacity=consumed,
+                    return_item_collection_metrics=metrics,
+                )
                 break
             except TransactWriteError as exc:
-                raise_missing_table(self._connection, [item for group in SENT_ORDER for item in lists[group]], exc)
-                foreign = self._foreign_only(exc, slots)
-                if step > 0 or not foreign:
-                    self._raise_for(exc, slots)
+                raise_missing_table(connection, [item for group in SENT_ORDER for item in lists[group]], exc)
+                foreign = self._settle(exc, slots, last=step + 1 == MAX_PLANS)
                 # A lock to release is another record's (its record expired and the value was
                 # taken, or it was moved by repair): planned again, checked instead of released.
-                _telemetry.replanned(what, "transact_write", step + 2, 2)
-                self._plan_entries(foreign)
+                _telemetry.replanned(what, "transact_write", step + 2, MAX_PLANS)
+                not_ours = {
+                    i: not_ours.get(i, frozenset()) | foreign.get(i, frozenset()) for i in {*not_ours, *foreign}
+                }
+                self._plan_entries(not_ours)
                 for group, items in lists.items():
                     items[:] = callers[group]
+        transaction_committed(self)
         if watched is not None:
             watched.consumed(response)
         for entry in self._uniq_entries:
@@ -287,21 +306,6 @@ class TransactWrite(_PynamoTransactWrite):
             key = entry.context.key(entry.sent)  # The key written, though the instance's may have changed since.
             after_success(entry.context, entry.instance, intent, entry.plan, entry.desired, {}, key=key, load=False)
         return response
-
-    def _foreign_only(
-        self, exc: TransactWriteError, slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]
-    ) -> dict[int, frozenset[str]]:
-        """By entry index, the locks to release found another record's, when nothing else failed; else empty."""
-        findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
-        index = {id(entry): i for i, entry in enumerate(self._uniq_entries)}
-        by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
-        foreign: dict[int, set[str]] = {}
-        for finding in findings:
-            entry = by_action.get(id(finding.action))
-            if finding.kind != "foreign" or entry is None or not isinstance(finding.action, LockRelease):
-                return {}
-            foreign.setdefault(index[id(entry)], set()).add(finding.action.key)
-        return {i: frozenset(keys) for i, keys in foreign.items()}
 
     @staticmethod
     def _record_problem(entry: _Entry, item: dict[str, Any] | None) -> str | None:
@@ -315,32 +319,56 @@ class TransactWrite(_PynamoTransactWrite):
             f"{who} exists; load it before saving" if not entry.assumed.exists else f"{who} changed since it was read"
         )
 
-    def _raise_for(
-        self, exc: TransactWriteError, slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]
-    ) -> None:
-        """Raise what the caller must see for a cancelled transaction."""
-        entries = [slot[0] if slot is not None else None for slot in slots]
+    def _settle(
+        self,
+        exc: TransactWriteError,
+        slots: list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None],
+        *,
+        last: bool,
+    ) -> dict[int, frozenset[str]]:
+        """Raise what the caller must see for a cancelled transaction, or return what to re-plan with.
+
+        Args:
+            exc: the cancellation.
+            slots: what each sent position is (None: the caller's own item).
+            last: no re-plan is left.
+
+        Returns:
+            By entry index, the locks to release found another record's: checked, not released, next.
+
+        Raises:
+            UniqueViolation: a value is held by another record.
+            StaleWrite: a record or a lock changed since it was planned.
+            TransactWriteError: the caller's own items or conditions failed (``exc``).
+        """
         findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
-        by_action = {id(slot[1]): entry for slot, entry in zip(slots, entries, strict=True) if slot is not None}
-        violations = []
-        stale: list[str] = []
-        caller_failed = False
-        for finding in findings:
-            entry = by_action.get(id(finding.action))
-            if finding.kind == "other" or entry is None:
-                caller_failed = True
-            elif finding.kind == "taken":
-                violations.append(violation(entry.context, entry.instance, finding))
-            elif finding.kind == "record":
-                problem = self._record_problem(entry, finding.item)
-                caller_failed = caller_failed or problem is None
-                stale.extend([problem] if problem is not None else [])
-            elif finding.kind == "foreign" and isinstance(finding.action, LockRelease):
-                stale.append(f"the lock {finding.action.key} belongs to another record")
-        if violations:
+        by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
+        outcome = decide(findings, frozenset())
+        if isinstance(outcome, Violated):
+            violations = [
+                violation(by_action[id(f.action)].context, by_action[id(f.action)].instance, f) for f in outcome.taken
+            ]
             _telemetry.violated(violations)
             raise UniqueViolation(violations, exc)
-        if caller_failed or not stale:
+        if isinstance(outcome, Unexplained):
+            raise exc
+        foreign = [f.action for f in findings if f.kind == "foreign" and isinstance(f.action, LockRelease)]
+        if isinstance(outcome, LocksMoved) and foreign and not last:
+            index = {id(entry): i for i, entry in enumerate(self._uniq_entries)}
+            keys: dict[int, set[str]] = {}
+            for release in foreign:
+                keys.setdefault(index[id(by_action[id(release)])], set()).add(release.key)
+            return {i: frozenset(k) for i, k in keys.items()}
+        stale: list[str] = []
+        for finding in findings:
+            if finding.kind == "record":
+                problem = self._record_problem(by_action[id(finding.action)], finding.item)
+                if problem is None:
+                    raise exc  # The caller's condition failed.
+                stale.append(problem)
+            elif isinstance(finding.action, LockRelease) and finding.kind == "foreign":
+                stale.append(f"the lock {finding.action.key} belongs to another record")
+        if not stale:
             raise exc
         # The problems name record keys and lock keys, which may hold values: the log says how many.
         _telemetry.stale("TransactWrite", "transact_write", f"{len(stale)} records or locks changed since planned")

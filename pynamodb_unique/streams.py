@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from ._core.constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
 from ._core.keys import LOCK_PREFIX
-from ._core.lockitem import OwnerKey, lock_owner
+from ._core.lockitem import OwnerKey, is_held, lock_namespace, lock_owner, lock_owner_model, stored_owner_fields
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SentGroup
 from ._model.context import ModelContext, context_of
 from ._model.locks import ABSENT, LockTable, is_lock_item
@@ -198,7 +197,7 @@ class _Handler:
         """The model class of ``item`` when it is one of the model's records (a subclass, when polymorphic)."""
         if not item or is_lock_item(item):
             return None
-        hash_value = item.get(self.locks.hash_name, {}).get("S")
+        hash_value = self.locks.key_text(item)
         if self.locks.shared and isinstance(hash_value, str) and hash_value.startswith(LOCK_PREFIX):
             return None  # A lock item that lost its owner fields: not a record.
         cls = self.scope.owner(self.table, item)
@@ -232,7 +231,9 @@ class _Handler:
         found = batch_read(connection(self.model).connection, keys, attempts=self.scope_context().read_retry_attempts())
         record = next((i for i in found.get(self.table_name, []) if _same_key(i, record_key)), None)
         locks = found.get(self.locks.table_name, [])
-        return record, {item[self.locks.hash_name]["S"]: item for item in locks if item is not record}
+        return record, {
+            key: item for item in locks if item is not record and (key := self.locks.key_text(item)) is not None
+        }
 
     # --- deciding and writing -----------------------------------------------------------------
 
@@ -281,9 +282,9 @@ class _Handler:
             for key in sorted(looked - wanted.keys()):
                 lock = found.get(key)
                 # A hold is already released (the library made it when the value was given up).
-                if lock is not None and lock_owner(lock) == owner and HELD not in lock:
+                if lock is not None and lock_owner(lock) == owner and not is_held(lock):
                     # Exactly the owner fields the lock holds: a lock since given to another record stays.
-                    expected = _owner_fields(lock)
+                    expected = stored_owner_fields(lock)
                     write.add(*self.release(key, lock, expected), "the lock changed")
                     tally.released += 1
             if tally.created + tally.released + tally.renewed == 0:
@@ -316,21 +317,21 @@ class _Handler:
                 put = self.locks.codec.put_if(key, fields, namespace, model_name, ABSENT, expires)
                 write.add("put", put, "a lock was created meanwhile")
                 tally.created += 1
-            elif holder is not None and holder != owner and HELD not in lock and (gone := self.gave_up(holder, key)):
+            elif holder is not None and holder != owner and not is_held(lock) and (gone := self.gave_up(holder, key)):
                 # The lock names a record that no longer holds the value (its own change away from
                 # it is still on its way, from another shard): the value is this record's, taken
                 # on condition that the lock and that record are still as read.
-                put = self.locks.codec.put_if(key, fields, namespace, model_name, _owner_fields(lock), expires)
+                put = self.locks.codec.put_if(key, fields, namespace, model_name, stored_owner_fields(lock), expires)
                 write.add("put", put, "the lock changed")
                 if holder not in checked:
                     checked.add(holder)
                     write.add("check", self.record_check(gone[0], holder, gone[1]), "the other record changed")
                 tally.created += 1
             elif holder == owner:
-                if HELD in lock or self.locks.expiry(lock) != _epoch(expires):
+                if is_held(lock) or self.locks.expiry(lock) != _epoch(expires):
                     # The record's own hold (restored behind the library's back), or a lock
                     # whose expiry is not the record's: made the record's plain lock again.
-                    expected = _owner_fields(lock)
+                    expected = stored_owner_fields(lock)
                     put = self.locks.codec.put_if(key, fields, namespace, model_name, expected, expires)
                     write.add("put", put, "the lock changed")
                     tally.renewed += 1
@@ -370,13 +371,13 @@ class _Handler:
 
         A lock that expired with its record (TTL) is deleted: its value has been free since then.
         """
-        namespace = lock.get(CONSTRAINT, {}).get("S")
+        namespace = lock_namespace(lock)
         # The lock's namespace may be a subclass's or another model's in the same lock table.
         forms = (c for m in lock_sharers(self.model) for c in namespaces_of(m))
         hold = next((form.hold for form in forms if form.name == namespace), None)
-        if hold is None or self.locks.expired(lock):
+        if hold is None or namespace is None or self.locks.expired(lock):
             return "delete", self.locks.codec.delete_if(key, expected)
-        model = lock.get(OWNER_MODEL, {}).get("S") or self.model.__name__
+        model = lock_owner_model(lock) or self.model.__name__
         until = int(time.time() + hold.total_seconds())
         return "put", self.locks.codec.hold_if(key, expected, namespace, model, until)
 
@@ -411,11 +412,6 @@ class _Tally:
     created: int = 0
     left: list[Left] = field(default_factory=list)
     renewed: int = 0
-
-
-def _owner_fields(lock: Mapping[str, Any]) -> dict[str, Any]:
-    """Exactly the owner fields a lock item holds: a condition that it is still that record's."""
-    return {f: lock[f] for f in (OWNER_HASH, OWNER_RANGE) if f in lock}
 
 
 def _epoch(expires: Mapping[str, Any] | None) -> int | None:

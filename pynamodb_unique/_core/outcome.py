@@ -39,11 +39,13 @@ class Finding:
             (a lock checked not ours is ours), ``other`` (an item that is not the library's).
         action: the planned action, or None for another item.
         item: the stored item DynamoDB returned with the reason (ALL_OLD), if any.
+        position: the failed item's position as sent (None: not read from a cancellation).
     """
 
     kind: FindingKind
     action: PlanAction | None
     item: dict[str, Any] | None
+    position: int | None = None
 
 
 def interpret(
@@ -56,32 +58,33 @@ def interpret(
 
     Args:
         sent: each sent item's action and the owner keys counted as the writer's own (a lock
-            already owned by one of them is no violation); None for an item not the library's.
+            already owned by one of them is no violation); None for an item that is not a planned
+            action (the caller's own, or a repair's or migration's raw item: an ``other`` finding).
         reasons: the cancellation reasons, in the order sent.
     """
     findings = []
     # A value held under both forms of a constraint (a migration) is one violation: each record's
     # constraint is reported once, by the first of its taken locks as sent.
     taken: set[tuple[int, frozenset[OwnerKey]]] = set()
-    for slot, reason in zip(sent, reasons, strict=False):
+    for position, (slot, reason) in enumerate(zip(sent, reasons, strict=False)):
         if reason is None or reason.code != "ConditionalCheckFailed":
             continue
         item = reason.raw_item
         if slot is None:
-            findings.append(Finding("other", None, item))
+            findings.append(Finding("other", None, item, position))
             continue
         action, ours = slot
         if isinstance(action, RecordWrite):
-            findings.append(Finding("record", action, item))
+            findings.append(Finding("record", action, item, position))
         elif isinstance(action, LockPut):
             reported = (id(action.constraint), ours)
             if lock_owner(item) not in ours and reported not in taken:
                 taken.add(reported)
-                findings.append(Finding("taken", action, item))
+                findings.append(Finding("taken", action, item, position))
         elif isinstance(action, LockRelease):
-            findings.append(Finding("foreign", action, item))
+            findings.append(Finding("foreign", action, item, position))
         elif isinstance(action, LockNotOurs):
-            findings.append(Finding("ours-again", action, item))
+            findings.append(Finding("ours-again", action, item, position))
     return findings
 
 
@@ -105,13 +108,21 @@ class LocksMoved:
 
 @dataclass(frozen=True)
 class RecordFailed:
-    """The record's own condition failed: the caller's condition, or a stale view of the record.
+    """A record's own condition failed: the caller's condition, or a stale view of the record.
 
     Attributes:
-        item: the stored record DynamoDB returned (ALL_OLD), or None when it sent none.
+        records: the failed record writes' findings, as sent (a transaction may write several).
+        locks: the same cancellation's lock findings (locks found another record's; for a
+            create-only write, taken values too).
     """
 
-    item: dict[str, Any] | None
+    records: tuple[Finding, ...]
+    locks: tuple[Finding, ...] = ()
+
+    @property
+    def item(self) -> dict[str, Any] | None:
+        """The stored record DynamoDB returned (ALL_OLD) for the first failed record, or None when it sent none."""
+        return self.records[0].item
 
 
 @dataclass(frozen=True)
@@ -122,24 +133,32 @@ class Unexplained:
 Outcome = Violated | LocksMoved | RecordFailed | Unexplained
 
 
-def decide(findings: Sequence[Finding], not_ours: frozenset[str]) -> Outcome:
+def decide(findings: Sequence[Finding], not_ours: frozenset[str], *, create_only: bool = False) -> Outcome:
     """What a cancelled write means, from its findings (:func:`interpret`).
 
-    Violations come first: a taken value is reported even when the record changed too. A failed
-    record condition comes next (the record's state decides the locks). Otherwise a lock to
-    release that proved another record's is checked instead, and one checked so that proved ours
-    again is released, in a re-plan from the same assumed state.
+    Violations come first: a taken value is reported even when the record changed too, except for
+    a create-only write (``bulk_save``), whose record found stored already exists whatever its
+    locks say. The caller's own items come next (the library's findings are then beside the
+    point), then a failed record condition (the record's state decides the locks). Otherwise a
+    lock to release that proved another record's is checked instead, and one checked so that
+    proved ours again is released, in a re-plan from the same assumed state.
 
     Args:
         findings: the failed actions' findings.
         not_ours: the lock keys the failed plan checked were another record's.
+        create_only: the write only creates records (it never plans from a stored one).
     """
+    records = tuple(f for f in findings if f.kind == "record")
+    locks = tuple(f for f in findings if f.kind in ("taken", "foreign", "ours-again"))
+    if create_only and records:
+        return RecordFailed(records, locks)
     taken = tuple(f for f in findings if f.kind == "taken")
     if taken:
         return Violated(taken)
-    record = next((f for f in findings if f.kind == "record"), None)
-    if record is not None:
-        return RecordFailed(record.item)
+    if any(f.kind == "other" for f in findings):
+        return Unexplained()
+    if records:
+        return RecordFailed(records, locks)
     foreign = frozenset(f.action.key for f in findings if isinstance(f.action, LockRelease))
     back = frozenset(f.action.key for f in findings if isinstance(f.action, LockNotOurs))
     if not foreign and not back:

@@ -1,9 +1,9 @@
-"""One object per unique model: its facts read once, and what an instance knows of its record.
+"""One object per unique model: its facts, read once from its class.
 
 The mixin builds a :class:`ModelContext` for each concrete model on its first use and keeps it as the
 class attribute ``_uniq``; an instance's knowledge of its stored record lives in the instance
-attribute ``_uniq_snapshot``. Those two names are all the library adds to a user's model besides
-PynamoDB's own methods, overridden.
+(``snapshot``). Those two names are all the library adds to a user's model besides PynamoDB's own
+methods, overridden. Update actions are read in ``updates``, records read in ``records``.
 """
 
 from __future__ import annotations
@@ -12,38 +12,29 @@ import copy
 import dataclasses
 import datetime
 import decimal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from pynamodb.attributes import Attribute, NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import Attribute, NumberAttribute, UnicodeAttribute
 from pynamodb.constants import NULL, NUMBER, STRING
-from pynamodb.expressions.operand import Path, Value
-from pynamodb.expressions.update import Action, AddAction, DeleteAction, RemoveAction, SetAction
 
-from .._core.constraint import OWNER_HASH, OWNER_RANGE
 from .._core.keys import LOCK_PREFIX
 from .._core.limits import RETRY_ATTEMPTS
-from .._core.lockitem import OwnerKey
+from .._core.lockitem import OwnerKey, owner_fields
 from .._core.plan import Planner, Stored, fixed_default
 from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
 from . import registry as _registry
 from .global_tables import refuse_strong_consistency
 from .locks import LockTable, lock_table
+from .records import read_item
 from .registry import maintains_locks, separate_lock_table, stored_class
 from .seam import blank_instance, built_connection, connection
+from .snapshot import loaded_stored
 
 if TYPE_CHECKING:
     from pynamodb.connection import TableConnection
     from pynamodb.models import Model
-
-#: The instance attribute holding what an instance knows of its stored record: (key, Stored).
-#: Set with ``object.__setattr__``: a model's own ``__setattr__`` (one refusing names that are not
-#: its attributes, one marking the record changed) never sees it, and the instance keeps
-#: CPython's compact attribute layout, which writing into ``vars(instance)`` gives up (every
-#: later attribute read of the record then costs several times more).
-SNAPSHOT: Final = "_uniq_snapshot"
-
 
 #: Python types whose values cannot change in place: a snapshot may share them with the instance.
 _IMMUTABLE: Final = frozenset(
@@ -75,10 +66,10 @@ class ModelContext:
         self.hash_name = next(name for name, a in attributes.items() if a.is_hash_key)
         self.range_name = next((name for name, a in attributes.items() if a.is_range_key), None)
         self.python_names = {a.attr_name: name for name, a in attributes.items()}
-        self._unique_set = frozenset(planner.unique_names)
+        self.unique_set = frozenset(planner.unique_names)
         # Attributes whose default is made anew on each load (a callable): an item without them
         # holds no value, whatever the loaded instance shows.
-        self._made_on_load = tuple(
+        self.made_on_load = tuple(
             (name, attributes[name].attr_name)
             for name in planner.unique_names
             if attributes[name].default is not None and fixed_default(attributes[name]) is None
@@ -96,12 +87,12 @@ class ModelContext:
         # second): a stored value is read as a load sets it.
         self._set_hooks = frozenset(name for name in planner.unique_names if _changes_on_set(attributes[name]))
         # Where the unique attributes are stored: what a load keeps of the item (remember_loaded).
-        self._stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
+        self.stored_names = tuple(attributes[name].attr_name for name in planner.unique_names)
         # Per unique attribute: its name, where it is stored, and whether it is a plain
         # UnicodeAttribute, whose stored "S" text is its Python value as a load gives it.
         self._unique_stored = tuple(
             (name, attr_name, type(attributes[name]) is UnicodeAttribute)
-            for name, attr_name in zip(planner.unique_names, self._stored_names, strict=True)
+            for name, attr_name in zip(planner.unique_names, self.stored_names, strict=True)
         )
         # What a load gives each attribute an item lacks (fixed_default), read once.
         self._fixed_defaults = {name: fixed_default(a) for name, a in attributes.items()}
@@ -225,10 +216,8 @@ class ModelContext:
 
     def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
-        fields = {OWNER_HASH: {self._hash_field[1]: owner[0]}}
-        if self._range_field is not None and len(owner) > 1:
-            fields[OWNER_RANGE] = {self._range_field[1]: owner[1]}
-        return fields
+        types = (self._hash_field[1],) if self._range_field is None else (self._hash_field[1], self._range_field[1])
+        return owner_fields(owner[: len(types)], types)
 
     def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
         """A lock's serialized owner key in the Python types of this model's key attributes."""
@@ -251,7 +240,7 @@ class ModelContext:
         What ``from_raw_data`` and :meth:`values` would give, for the audit's scans: each unique
         attribute deserialized as PynamoDB's ``deserialize`` does, the key as stored.
         """
-        values = self._unique_values(item)
+        values = self.unique_values(item)
         hash_raw = item[self.attributes[self.hash_name].attr_name]
         owner: OwnerKey = (next(iter(hash_raw.values())),)
         if self.range_name is not None:
@@ -316,17 +305,17 @@ class ModelContext:
         context = context_of(stored_cls)
         if context is None:
             return Stored(exists=True)
-        stored = context.loaded(loaded, item)
+        stored = loaded_stored(context, loaded, item)
         if stored_cls is not self.model:
             return dataclasses.replace(stored, source=context.planner)
         return stored
 
     def item_view(self, item: Mapping[str, Any]) -> Stored:
         """What a stored item of this model holds, read without building an instance (the audit's reading)."""
-        verbatim = self._verbatim_of(item) if self._verbatim else None
-        return Stored(exists=True, values=self._unique_values(item), verbatim=verbatim)
+        verbatim = self.verbatim_of(item) if self._verbatim else None
+        return Stored(exists=True, values=self.unique_values(item), verbatim=verbatim)
 
-    def _verbatim_of(self, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+    def verbatim_of(self, item: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
         """The stored text of the attributes checked verbatim (:attr:`Stored.verbatim`), or None."""
         if not self._verbatim:
             return None
@@ -344,7 +333,7 @@ class ModelContext:
         wanted = [(name, attr_name) for name, attr_name in self._verbatim if not self._bounded(name, values.get(name))]
         if not wanted:
             return None
-        item = self.read_item(owner)
+        item = read_item(self, owner)
         if not item:
             return None
         texts = {
@@ -361,84 +350,11 @@ class ModelContext:
     def _still(self, name: str, raw: dict[str, Any], value: Any) -> bool:
         """Whether a stored text still holds ``value`` (False when it no longer reads as a value)."""
         try:
-            return bool(self._python_value(name, raw) == value)
+            return bool(self.python_value(name, raw) == value)
         except Exception:  # noqa: BLE001 - another writer's text this attribute cannot read: changed.
             return False
 
-    def read_stored(self, instance: Model) -> dict[str, Any] | None:
-        """The stored item under the instance's key, read consistently (None: no record)."""
-        return self.read_item(self.owner(instance))
-
-    def read_item(self, owner: OwnerKey) -> dict[str, Any] | None:
-        """The stored item under a record key (as lock items store it), read consistently (None: no record)."""
-        range_key = owner[1] if len(owner) > 1 else None
-        data = connection(self.model).get_item(owner[0], range_key=range_key, consistent_read=True)
-        item: dict[str, Any] | None = data.get("Item")
-        return item
-
-    # The instance's snapshot of its stored record.
-
-    def remember(self, instance: Model, stored: Stored, key: tuple[Any, ...] | None = None) -> None:
-        """Remember what is stored under the instance's key (after a read or a write)."""
-        if key is None:
-            key = self.key(instance)
-        object.__setattr__(instance, SNAPSHOT, (key, stored))
-
-    def loaded_values(self, instance: Model, item: Mapping[str, Any]) -> dict[str, Any]:
-        """The values an instance just loaded from ``item`` holds, as :meth:`values`, as stored.
-
-        Read from the instance, so exactly as PynamoDB loaded it (fixed defaults applied, maps
-        as ``MapAttribute``); an attribute whose default is made on each load (a callable) and
-        that the item lacks (or holds as NULL) has no value.
-        """
-        values = self.values(instance)
-        for name, attr_name in self._made_on_load:
-            raw = item.get(attr_name)
-            if not raw or NULL in raw:
-                values[name] = None
-        return values
-
-    def loaded(self, instance: Model, item: Mapping[str, Any]) -> Stored:
-        """What is stored, for an instance just loaded from ``item``."""
-        return Stored(exists=True, values=self.loaded_values(instance, item), verbatim=self._verbatim_of(item))
-
-    def remember_loaded(self, instance: Model, item: Mapping[str, Any]) -> None:
-        """Remember what a load (get, query, scan, refresh, update's item) of ``item`` gave the instance.
-
-        Only when the model's writes move locks. The unique attributes' stored values are kept (a
-        copy: the caller may change the item, ``update()``'s response for one) and read when a
-        write first asks (:meth:`known`), as :meth:`item_view` reads them: what the load gave,
-        whatever the instance holds since. A record loaded and never written costs no reading.
-        """
-        if self.active():
-            kept = {}
-            for name in self._stored_names:
-                raw = item.get(name)
-                if raw is not None:
-                    # A value that cannot change in place (a string or a number, most often) is
-                    # copied flat; any other (a map, list or set) deeply.
-                    flat = len(raw) == 1 and ("S" in raw or "N" in raw or raw.keys() <= _SCALAR_KINDS)
-                    kept[name] = raw.copy() if flat else copy.deepcopy(raw)
-            # A dict, not yet a Stored: known() reads it when first asked.
-            object.__setattr__(instance, SNAPSHOT, (self.key(instance), kept))
-
-    def known(self, instance: Model, key: tuple[Any, ...] | None = None) -> Stored | None:
-        """What is stored, if the instance knows it (it was loaded or written under the same key)."""
-        snapshot: tuple[tuple[Any, ...], Stored | dict[str, Any]] | None = getattr(instance, SNAPSHOT, None)
-        if snapshot is None:
-            return None
-        remembered, stored = snapshot
-        if key is None:
-            key = self.key(instance)
-        if remembered != key:
-            return None
-        if isinstance(stored, dict):  # A loaded item, not read yet: read as item_view() reads it.
-            verbatim = self._verbatim_of(stored) if self._verbatim else None
-            stored = Stored(exists=True, values=self._unique_values(stored), verbatim=verbatim)
-            object.__setattr__(instance, SNAPSHOT, (remembered, stored))
-        return stored
-
-    def _unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
+    def unique_values(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """The unique attributes' Python values in a stored item (None: absent), as ``deserialize`` gives them."""
         values = {}
         defaults = self._fixed_defaults
@@ -448,49 +364,10 @@ class ModelContext:
                 values[name] = defaults[name]
                 continue
             text = serialized.get(STRING) if plain else None
-            values[name] = text if type(text) is str else self._python_value(name, serialized)
+            values[name] = text if type(text) is str else self.python_value(name, serialized)
         return values
 
-    # Update actions.
-
-    def update_changes(self, actions: Sequence[Action]) -> dict[str, Any]:
-        """New values of the unique attributes the actions touch; refuse what cannot be known.
-
-        Raises:
-            InvalidUniqueValue: an action other than ``.set(literal)`` or ``.remove()`` touches a
-                unique attribute.
-            ValueError: an item is no update action (PynamoDB's error, before any request).
-        """
-        unique = self._unique_set
-        changes: dict[str, Any] = {}
-        for action in actions:
-            if not isinstance(action, _ACTIONS):
-                msg = f"unsupported action type: '{action.__class__.__name__}'"  # PynamoDB's words.
-                raise ValueError(msg)  # noqa: TRY004 - PynamoDB's exception type, for its handlers.
-            path = action.values[0]
-            if not isinstance(path, Path):
-                continue
-            first = path.path[0]
-            name = self.python_names.get(first, first)
-            if name not in unique:
-                continue
-            literal = _literal(action)
-            if literal is None:
-                what = "the expiry" if name == self.planner.ttl else "the unique attribute"
-                msg = f"update() may only .set(<literal>) or .remove() {what} {name!r}, got {action}"
-                raise InvalidUniqueValue(msg)
-            changes[name] = self._python_value(name, literal[1])
-        return changes
-
-    def apply_literals(self, instance: Model, actions: Sequence[Action]) -> None:
-        """Apply the top-level literal set/remove actions to the instance (others need a read)."""
-        for action in actions:
-            literal = _literal(action)
-            name = self.python_names.get(literal[0], literal[0]) if literal is not None else None
-            if literal is not None and name in self.attributes:
-                setattr(instance, name, self._python_value(name, literal[1]))
-
-    def _python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
+    def python_value(self, name: str, serialized: dict[str, Any] | None) -> Any:
         """The value a load gives attribute ``name`` stored as ``serialized`` (None: absent or removed).
 
         An attribute absent or NULL has its fixed default (None without one); a value is set as
@@ -527,57 +404,3 @@ def _inexact(attribute: Attribute[Any]) -> bool:
     if attribute.attr_type == STRING:
         return not isinstance(attribute, UnicodeAttribute)
     return not isinstance(attribute, NumberAttribute)
-
-
-#: The update actions PynamoDB's ``Update`` accepts.
-_ACTIONS: Final = (SetAction, RemoveAction, AddAction, DeleteAction)
-
-#: The kinds of DynamoDB JSON values that cannot change in place.
-_SCALAR_KINDS: Final = frozenset({"S", "N", "B", "BOOL", "NULL"})
-
-
-def _literal(action: Action) -> tuple[str, dict[str, Any] | None] | None:
-    """(attribute name, serialized value; None for a removal) of a top-level literal action; else None."""
-    path = action.values[0]
-    if not isinstance(path, Path) or len(path.path) != 1:
-        return None
-    if isinstance(action, RemoveAction):
-        return path.path[0], None
-    if isinstance(action, SetAction) and isinstance(action.values[1], Value):
-        value: dict[str, Any] = action.values[1].value
-        return path.path[0], value
-    return None
-
-
-def updated_image(
-    context: ModelContext, instance: Model, item: Mapping[str, Any], actions: Sequence[Action]
-) -> dict[str, Any] | None:
-    """A stored item after literal update actions and the version bump: what ALL_NEW returns.
-
-    Args:
-        context: the model's context.
-        instance: the record updated, its local version already bumped.
-        item: the item as stored before the update (DynamoDB JSON).
-        actions: the update's actions.
-
-    Returns:
-        The item after the update, or None when an action is not a top-level literal.
-    """
-    image = dict(item)
-    for action in actions:
-        literal = _literal(action)
-        if literal is None:
-            return None
-        name, value = literal
-        if value is None:
-            image.pop(name, None)
-        else:
-            image[name] = value
-    for name, attribute in context.attributes.items():
-        if isinstance(attribute, VersionAttribute):
-            version = getattr(instance, name)
-            if version is None:
-                image.pop(attribute.attr_name, None)
-            else:
-                image[attribute.attr_name] = {NUMBER: attribute.serialize(version)}  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-    return image

@@ -65,6 +65,11 @@ class LockTable:
         """The DynamoDB key of the lock item for ``lock_key``."""
         return self.codec.key(lock_key)
 
+    def key_text(self, item: Mapping[str, Any] | None) -> str | None:
+        """The text a stored item of this table is keyed by (a lock's lock key); None without a text hash key."""
+        value = (item or {}).get(self.hash_name, {}).get("S")
+        return value if isinstance(value, str) else None
+
     @cached_property
     def codec(self) -> LockCodec:
         """The lock item's requests in this table."""

@@ -4,7 +4,7 @@ Each function says why the internal is needed and what public API would replace 
 upgrade of PynamoDB (6.x, 7) is checked here and nowhere else. Two internals cannot move here
 because they are overrides on the model class itself: ``_batch_get_page`` (``_reads``: the page
 reader of ``batch_get()``, filtered of lock items) and ``TransactWrite._commit`` (``_transact``:
-the one place a transaction is sent).
+the hook a ``with`` block commits through, which sends via ``_write.send``).
 """
 
 from __future__ import annotations
@@ -145,6 +145,30 @@ def transaction_lists(tx: TransactWrite) -> dict[str, list[dict[str, Any]]]:
         "put": tx._put_items,
         "update": tx._update_items,
     }
+
+
+def transaction_settings(tx: TransactWrite) -> tuple[Connection, str | None, str | None, str | None]:
+    """A PynamoDB transaction's connection, token, ``return_consumed_capacity`` and ``return_item_collection_metrics``.
+
+    Why: the library sends a ``TransactWrite``'s items itself (resent on conflicts, read on
+    cancellation) with the settings it was made with. Replacement: public accessors on ``TransactWrite``.
+    """
+    return (
+        tx._connection,
+        tx._client_request_token,
+        tx._return_consumed_capacity,
+        tx._return_item_collection_metrics,
+    )
+
+
+def transaction_committed(tx: TransactWrite) -> None:
+    """PynamoDB's own step after a transaction's commit: each saved or updated model's local version advanced.
+
+    Why: ``TransactWrite._commit`` does this after sending, and the library sends instead of it.
+    Replacement: a public post-commit hook on ``TransactWrite``.
+    """
+    for model in tx._models_for_version_attribute_update:
+        model.update_local_version_attribute()
 
 
 def set_transaction_token(tx: TransactWrite, token: str) -> None:

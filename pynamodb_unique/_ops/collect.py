@@ -21,9 +21,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from .._core.constraint import HELD
 from .._core.keys import LOCK_PREFIX
-from .._core.lockitem import lock_owner, lock_owner_model
+from .._core.lockitem import is_held, lock_owner, lock_owner_model
 from .._model.context import context_of
 from .._model.filters import matches
 from .._model.locks import LockTable, is_lock_item, lock_expiry, ttl_attribute
@@ -316,7 +315,7 @@ HELD_STATE: Final = "held"
 
 def lock_state(locks: LockTable, item: Mapping[str, Any]) -> str:
     """What a lock item says besides its owner: ``held`` (a release hold), its expiry in epoch seconds, or ``""``."""
-    if HELD in item:
+    if is_held(item):
         return HELD_STATE
     expiry = locks.expiry(item)
     return "" if expiry is None else str(expiry)
@@ -569,7 +568,7 @@ class Collector:
         namespaces is another model's.
         """
         locks = self.lock_table
-        lock_key = item.get(locks.hash_name, {}).get("S")
+        lock_key = locks.key_text(item)
         if not isinstance(lock_key, str) or not lock_key.startswith(LOCK_PREFIX):
             return None
         if locks.range_name is not None and item.get(locks.range_name, {}).get("S") != locks.range_value:
@@ -613,7 +612,7 @@ class Collector:
         for item in items:
             # A record never carries a lock's owner fields; in a separate lock table every item
             # is a candidate lock.
-            hash_value = item.get(self.lock_table.hash_name, {}).get("S")
+            hash_value = self.lock_table.key_text(item)
             lock_like = is_lock_item(item) or (
                 locks and isinstance(hash_value, str) and hash_value.startswith(LOCK_PREFIX)
             )

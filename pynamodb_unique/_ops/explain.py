@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from .._core.lockitem import lock_owner
+from .._core.constraint import Constraint
+from .._core.lockitem import OwnerKey, lock_owner
 from .._core.plan import RecordOp, Stored
-from .._model.context import context_of
+from .._model import records, snapshot
+from .._model.context import ModelContext, context_of
 from .._model.seam import connection
 from .._write.engine import Intent, intent_plan, plain_update_request, plan_once
 from .._write.requests import build_request
@@ -93,7 +95,7 @@ def explain(
     assert context is not None  # noqa: S101 - a model with a planner has a context.
     token = check_token(client_request_token)
     context.check_key(instance)
-    known = context.known(instance)
+    known = snapshot.known(context, instance)
     if stored is not None:
         known = Stored(exists=True, values=planner.as_loaded(stored))
     if op == "update" and not actions:
@@ -145,6 +147,8 @@ class LockInfo:
         held: whether the lock is a release hold (``hold=``): the value stays reserved for its
             former owner until ``expires``.
         expired: whether ``expires`` has passed: any record may take the value now.
+        former: whether ``lock_key`` is the constraint's former form's (during a migration, a
+            value held only under its former form).
     """
 
     constraint: str
@@ -157,13 +161,15 @@ class LockInfo:
     expires: datetime | None = None
     held: bool = False
     expired: bool = False
+    former: bool = False
 
     def describe(self) -> str:
         """Lines for a person."""
         lines = [f"constraint: {self.constraint}", f"values:     {self.values!r}"]
         if self.lock_key is None:
             return "\n".join([*lines, "lock:       none (a part is None: such values take no lock)"])
-        lines += [f"lock key:   {self.lock_key}", f"lock table: {self.lock_table}"]
+        form = " (the former form: a migration)" if self.former else ""
+        lines += [f"lock key:   {self.lock_key}{form}", f"lock table: {self.lock_table}"]
         if not self.exists:
             return "\n".join([*lines, "lock:       free (no lock item)"])
         if self.expired and self.expires is not None:
@@ -207,7 +213,72 @@ class LockInfo:
             "expires": None if self.expires is None else self.expires.isoformat(),
             "held": self.held,
             "expired": self.expired,
+            "former": self.former,
         }
+
+
+@dataclass(frozen=True)
+class ValueLock:
+    """One value's lock, as ``unique_owner()`` and :func:`inspect` look it up.
+
+    Attributes:
+        context: the model's context.
+        constraint: the constraint whose attributes were given.
+        key: the lock key holding the value: the former form's when only its lock holds it (a
+            migration), else the current form's; None when the values take no lock.
+        item: the lock item stored under ``key``, or None.
+        former: whether ``key`` is the former form's.
+        holder: the record key a live lock names (serialized); None when free or expired.
+    """
+
+    context: ModelContext
+    constraint: Constraint
+    key: str | None
+    item: dict[str, Any] | None
+    former: bool = False
+    holder: OwnerKey | None = None
+
+
+def value_lock(model: type[UniqueMixin], values: Mapping[str, Any]) -> ValueLock:
+    """Read the lock of one constraint's values: its current form, then its former form while one is declared.
+
+    Values are normalized as on write; None is stored as no attribute, which loads as the
+    attribute's fixed default. A partial constraint's condition is not applied. Strongly
+    consistent GetItems: the former form's is sent only when the current form's lock holds the
+    value for no one (absent or expired).
+
+    Args:
+        model: a unique model.
+        values: the Python attribute names of one constraint, all its parts, and their values.
+
+    Raises:
+        InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
+    """
+    context = context_of(model)
+    names = set(values)
+    constraint = context.planner.covering(names) if context is not None else None
+    if context is None or constraint is None:
+        known = (
+            "; ".join(f"{c.name}: {', '.join(c.attributes)}" for c in context.planner.constraints) if context else ""
+        )
+        msg = f"{model.__name__}: no unique constraint covers exactly {', '.join(sorted(names))} ({known})"
+        raise InvalidUniqueValue(msg)
+    loaded = context.planner.as_loaded(values)
+    current = constraint.key_of(loaded)
+    former = constraint.former.key_of(loaded) if constraint.former is not None else None
+    locks = context.locks()
+    first: ValueLock | None = None
+    for key, is_former in ((current, False), (former, True)):
+        if key is None or (is_former and key == current):
+            continue
+        item = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True).get("Item")
+        # An expired lock (its record expired, or its hold ended) holds the value for no one.
+        holder = None if locks.expired(item) else lock_owner(item)
+        found = ValueLock(context, constraint, key, item, is_former, holder)
+        if holder is not None:
+            return found
+        first = first or found
+    return first or ValueLock(context, constraint, current, None)
 
 
 def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
@@ -221,22 +292,13 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         UniqueConfigError: ``model`` has no unique constraints.
         InvalidUniqueValue: the names match no constraint, or a value cannot be keyed.
     """
-    planner = unique_planner(model)
-    names = set(values)
-    constraint = planner.covering(names)
-    if constraint is None:
-        known = "; ".join(f"{c.name}: {', '.join(c.attributes)}" for c in planner.constraints)
-        msg = f"{model.__name__}: no unique constraint covers exactly {', '.join(sorted(names))} ({known})"
-        raise InvalidUniqueValue(msg)
+    unique_planner(model)
+    found = value_lock(model, values)
+    context, constraint, key, item = found.context, found.constraint, found.key, found.item
     parts = constraint.values(values)
-    # As unique_owner() and the writes read them: None is stored as no attribute, loaded as its fixed default.
-    key = constraint.key_of(planner.as_loaded(values))
-    context = context_of(model)
-    assert context is not None  # noqa: S101 - a model with a planner has a context.
     locks = context.locks()
     if key is None:
         return LockInfo(constraint.name, parts, None, locks.table_name, exists=False, owner=None, owner_holds=None)
-    item = locks.connection.get_item(key, range_key=locks.range_value, consistent_read=True).get("Item")
     owner = lock_owner(item)
     holds: bool | None = None
     if owner is not None:
@@ -244,10 +306,10 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         table = connection(model)
         meta = table.get_meta_table()
         if len(owner) == (2 if meta.range_keyname else 1):
-            record = context.read_item(owner)
+            record = records.read_item(context, owner)
             if record is not None:
-                held = context.planner.keys(context.item_view(record).values)
-                holds = held.get(constraint.name) == key
+                held = context.planner.locks(context.item_view(record).values).get(key)
+                holds = held is not None and held[0] is constraint
     expiry = locks.expiry(item)
     expires = None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
     return LockInfo(
@@ -261,4 +323,5 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         expires=expires,
         held=locks.held_until(item) is not None,
         expired=locks.expired(item),
+        former=found.former,
     )

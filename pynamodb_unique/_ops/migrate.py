@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .._core.lockitem import lock_owner
-from .._core.outcome import WriteFailed
+from .._core.outcome import WriteFailed, interpret
 from .._core.plan import MAX_TRANSACTION_ACTIONS, Guard, Stored
 from .._model.context import context_of
+from .._model.records import read_item
 from .._model.registry import stored_class
 from .._model.seam import connection
 from .._write.requests import guard_condition
@@ -44,6 +45,8 @@ from .collect import (
 from .repair import Fix, Fixer, check_run
 
 if TYPE_CHECKING:
+    from pynamodb.exceptions import CancellationReason
+
     from .._mixin import UniqueMixin
 
 #: Why a lock was not created because its record changed after the scan.
@@ -200,7 +203,7 @@ class _Migrator:
         context = context_of(model)
         if owner is None or context is None or len(owner) != (2 if context.range_name else 1):
             return False
-        item = context.read_item(owner)
+        item = read_item(context, owner)
         if item is None:
             return False
         try:
@@ -293,17 +296,15 @@ class _Migrator:
     def _settle(
         self,
         pending: list[_Record],
-        reasons: Sequence[Any],
+        reasons: Sequence[CancellationReason | None],
         fixes: list[Fix],
         conflicts: list[Conflict],
         progress: Callable[[int], None] | None,
     ) -> list[_Record]:
         """Settle what a cancellation says failed; return the records to send again."""
-
-        def failed(position: int) -> Any:
-            reason = reasons[position] if position < len(reasons) else None
-            return reason if reason is not None and reason.code == "ConditionalCheckFailed" else None
-
+        sent = len(pending) + sum(len(record.puts) for record in pending)
+        # Each failed position's stored item (ALL_OLD): a lock's names its owner.
+        failed = {f.position: f.item for f in interpret([None] * sent, reasons)}
         again: list[_Record] = []
         settled = 0
         # PynamoDB sends the ConditionChecks first, then the Puts: reasons follow that order.
@@ -311,17 +312,16 @@ class _Migrator:
         for index, record in enumerate(pending):
             first = position
             position += len(record.puts)
-            if failed(index) is not None:
+            if index in failed:
                 fixes.extend(Fix(problem, "create", "skipped", CHANGED) for problem, _ in record.puts)
                 settled += len(record.puts)
                 continue
             kept = []
             for offset, (problem, put) in enumerate(record.puts):
-                reason = failed(first + offset)
-                if reason is None:
+                if first + offset not in failed:
                     kept.append((problem, put))
                     continue
-                owner = lock_owner(reason.raw_item)
+                owner = lock_owner(failed[first + offset])
                 taken = self.conflict(problem, [record.holder, *([owner] if owner else [])], owner)
                 conflicts.append(taken)
                 who = "another record" if taken.owner is None else show_key(taken.owner)

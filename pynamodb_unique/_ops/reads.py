@@ -11,6 +11,7 @@ from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
 from .._core.constraint import OWNER_HASH
+from .._model import snapshot
 from .._model.context import context_of
 from .._model.locks import is_lock_item
 from .._model.registry import holds_locks, maintains_locks
@@ -48,12 +49,11 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: ``data`` is a lock item (``get()`` of a lock key finds no record).
         """
-        if data is not None and OWNER_HASH in data:  # Lock items carry an owner; records seldom do.
-            _refuse_lock(cls, data)
+        _refuse_lock(cls, data)
         instance = super().from_raw_data(data)
         context = context_of(type(instance))
         if context is not None:
-            context.remember_loaded(instance, data)
+            snapshot.remember_loaded(context, instance, data)
         return instance
 
     def deserialize(self, attribute_values: dict[str, dict[str, Any]]) -> None:
@@ -62,12 +62,11 @@ class UniqueReads(Model):
         Raises:
             DoesNotExist: the item is a lock item (``refresh()`` of a lock key finds no record).
         """
-        if attribute_values is not None and OWNER_HASH in attribute_values:  # Lock items carry an owner.
-            _refuse_lock(type(self), attribute_values)
+        _refuse_lock(type(self), attribute_values)
         super().deserialize(attribute_values)
         context = context_of(type(self))
         if context is not None:
-            context.remember_loaded(self, attribute_values)
+            snapshot.remember_loaded(context, self, attribute_values)
 
     @classmethod
     def query(

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pynamodb.constants import BINARY, KEY, STRING
+from pynamodb.constants import KEY
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
-from .._core.constraint import OWNER_HASH, OWNER_RANGE
-from .._core.outcome import WriteFailed
+from .._core.lockitem import owner_fields
+from .._core.outcome import WriteFailed, interpret
 from .._core.plan import SENT_ORDER, SentGroup, Stored
 from .._model.context import context_of
 from .._model.locks import ABSENT
@@ -43,6 +43,8 @@ from .collect import (
 )
 
 if TYPE_CHECKING:
+    from pynamodb.exceptions import CancellationReason
+
     from .._mixin import UniqueMixin
 
 FixAction = Literal["delete", "create", "move", "renew", "none"]
@@ -124,10 +126,11 @@ class _Write:
             self.items[group].append(item)
             self.meanings[group].append(meaning)
 
-    def failed(self, codes: Sequence[str | None]) -> str:
+    def failed(self, reasons: Sequence[CancellationReason | None]) -> str:
         """What changed, from the cancellation reasons (in PynamoDB's send order)."""
         meanings = [meaning for group in SENT_ORDER for meaning in self.meanings[group]]
-        changed = [m for m, code in zip(meanings, codes, strict=False) if code == "ConditionalCheckFailed"]
+        findings = interpret([None] * len(meanings), reasons)
+        changed = [meanings[f.position] for f in findings if f.position is not None]
         return "; ".join(changed) or "a condition failed"
 
 
@@ -158,14 +161,6 @@ class Fixer:
         """The model of an involved record: as audited, else the audited model."""
         model: type[Any] = problem.models.get(key, self.model)
         return model
-
-    def _typed(self, model: type[Any], position: int, value: Any) -> dict[str, Any]:
-        """An owner field typed as the record's key attribute (lock items store them so)."""
-        if isinstance(value, (bytes, bytearray)):
-            return {BINARY: bytes(value)}
-        key_types = self._key_types(model)
-        kind = key_types[position] if position < len(key_types) else STRING
-        return {STRING if kind == BINARY else kind: value}
 
     def record_check(self, problem: Problem, key: RecordKey) -> dict[str, Any] | None:
         """ConditionCheck: the record is as audited (None: a key no record of the model can have)."""
@@ -212,11 +207,7 @@ class Fixer:
         """A record key as a lock item's owner fields, typed as its model's key attributes (None: no owner)."""
         if owner is None:
             return None
-        model = self.model_of(problem, owner)
-        fields = {OWNER_HASH: self._typed(model, 0, owner[0])}
-        if len(owner) > 1:
-            fields[OWNER_RANGE] = self._typed(model, 1, owner[1])
-        return fields
+        return owner_fields(owner, self._key_types(self.model_of(problem, owner)))
 
     def lock_put(self, problem: Problem, holder: RecordKey, expected: Any) -> dict[str, Any]:
         """Give the lock to ``holder`` when it is absent (``ABSENT``) or names exactly ``expected``."""
@@ -269,7 +260,7 @@ class Fixer:
         try:
             send_transaction(self.table.connection, write.items, None)
         except WriteFailed as failed:
-            return "skipped", write.failed([r.code if r is not None else None for r in failed.reasons])
+            return "skipped", write.failed(failed.reasons)
         return "applied", ""
 
 

@@ -41,7 +41,7 @@ def read_locks(locks: LockTable, lock_keys: Sequence[str], *, attempts: int) -> 
     table = locks.table_name
     keys = [(table, locks.key(k)) for k in lock_keys]
     items = batch_read(locks.connection.connection, keys, attempts=attempts).get(table, [])
-    return {item[locks.hash_name]["S"]: item for item in items}
+    return {key: item for item in items if (key := locks.key_text(item)) is not None}
 
 
 def _checked(instance: Model, exclude: Iterable[str], attributes: Iterable[str]) -> frozenset[str]:

@@ -24,7 +24,7 @@ from pynamodb.models import Model
 
 from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
 from .._core.lockitem import OwnerKey
-from .._core.outcome import Finding, WriteFailed, interpret
+from .._core.outcome import Finding, RecordFailed, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
 from .._model.context import ModelContext, context_of
 from .._model.seam import connection as model_connection
@@ -398,16 +398,14 @@ class _Outcomes:
             TransactWriteError: the chunk failed, and no record of it is why.
         """
         found = _findings(chunk, cancelled)
-        if not found:
+        if isinstance(decide([f for fs in found.values() for f in fs], frozenset(), create_only=True), Unexplained):
             raise cancelled.cause
         again = []
         for record in chunk.records:
-            problems = found.get(id(record), [])
-            record_failed = next((f for f in problems if f.kind == "record"), None)
-            taken = [f for f in problems if f.kind == "taken"]
-            if record_failed is not None:
-                stored_as_sent = _canonical(record_failed.item) == record.items[0].get("Item")
-                if record.check is not None or taken or not stored_as_sent:
+            outcome = decide(found.get(id(record), []), frozenset(), create_only=True)
+            if isinstance(outcome, RecordFailed):
+                stored_as_sent = _canonical(outcome.item) == record.items[0].get("Item")
+                if record.check is not None or outcome.locks or not stored_as_sent:
                     self.existing[record.index] = record.instance
                 elif record.size == 1:
                     self.saved[record.index] = record  # Stored exactly so, and it takes no lock.
@@ -415,9 +413,9 @@ class _Outcomes:
                     record.check = _check(record)
                     record.refresh()
                     again.append(record)
-            elif taken:
+            elif isinstance(outcome, Violated):
                 assert record.context is not None  # noqa: S101 - only lock puts are taken.
-                self.violations[record.index] = [violation(record.context, record.instance, f) for f in taken]
+                self.violations[record.index] = [violation(record.context, record.instance, f) for f in outcome.taken]
                 _telemetry.violated(self.violations[record.index])
             else:
                 again.append(record)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from pynamodb.models import Model
 
+from .._core.limits import MAX_PLANS
 from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
 from .._core.outcome import Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
@@ -23,7 +24,8 @@ from .._core.plan import (
     RecordWrite,
     Stored,
 )
-from .._model.context import ModelContext, updated_image
+from .._model import records, snapshot, updates
+from .._model.context import ModelContext
 from .._model.registry import stored_class
 from .._model.seam import connection, update_kwargs
 from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
     from pynamodb.expressions.condition import Condition
     from pynamodb.expressions.update import Action
 
-#: How many plans one operation may send: the first, then at most three re-plans.
-MAX_PLANS: Final = 4
 #: The method a caller called, by record operation: spans and logs name the method.
 METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delete": "delete"}
 
@@ -99,7 +99,7 @@ def intent_plan(
     if op == "delete":
         return guess, {}
     if changes is None:
-        changes = context.update_changes(actions or ())
+        changes = updates.update_changes(context, actions or ())
     # An update may create the record: where a record without unique values holds locks (its
     # defaults, or nulls_distinct=False), even one changing none of them is planned.
     if not changes and not context.planner.defaults_hold_locks:
@@ -305,7 +305,7 @@ def _after_failure(
     item = outcome.item
     if item is None and (plan.record.op == "delete" or not plan.assumed.exists):
         # The failed condition implies the record exists; this backend sent no ALL_OLD item.
-        item = context.read_stored(instance)
+        item = records.read_stored(context, instance)
     if plan.record.op == "update":
         refuse_other_class(context, item)
     stored = context.stored_from_item(item)
@@ -343,11 +343,11 @@ def after_success(
     """
     op, actions = intent.op, intent.actions or []
     if op == "delete":
-        context.remember(instance, ABSENT, key)
+        snapshot.remember(context, instance, ABSENT, key)
         return response
     if op == "put":
         instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-        context.remember(instance, Stored(exists=True, values=desired, keys=plan.keys), key)
+        snapshot.remember(context, instance, Stored(exists=True, values=desired, keys=plan.keys), key)
         return response
     if "Attributes" in response:
         # UpdateItem returned the stored item: load it, as PynamoDB's update() does.
@@ -359,19 +359,19 @@ def after_success(
     # after the commit (what was read before may have changed in attributes no condition covers).
     instance.update_local_version_attribute()  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
     if not load:
-        context.apply_literals(instance, actions)
-        touched = context.update_changes(actions)
-        context.remember(instance, _after_update(plan.assumed, desired, touched), key)
+        updates.apply_literals(context, instance, actions)
+        touched = updates.update_changes(context, actions)
+        snapshot.remember(context, instance, _after_update(plan.assumed, desired, touched), key)
         return response
     image = None
     if not plan.assumed.exists:
-        image = updated_image(context, instance, context.key_item(instance), actions)
+        image = updates.updated_image(context, instance, context.key_item(instance), actions)
     if image is None:
-        image = context.read_stored(instance)
+        image = records.read_stored(context, instance)
     if image is None:
         # Deleted by another writer since the commit: the write succeeded all the same.
-        context.apply_literals(instance, actions)
-        context.remember(instance, Stored(exists=True, values=desired), key)
+        updates.apply_literals(context, instance, actions)
+        snapshot.remember(context, instance, Stored(exists=True, values=desired), key)
         return response
     instance.deserialize(image)
     return {**response, "Attributes": image}

@@ -383,6 +383,44 @@ def send_transaction(
     return send(connection, Request(items, "TransactWriteItems", transactional=True), token, attempts=attempts)
 
 
+def commit_grouped(
+    connection: Connection,
+    grouped: Mapping[str, Sequence[dict[str, Any]]],
+    token: str | None,
+    *,
+    return_consumed_capacity: str | None = None,
+    return_item_collection_metrics: str | None = None,
+    attempts: int = RETRY_ATTEMPTS,
+) -> dict[str, Any]:
+    """Send a ``TransactWrite``'s grouped items through PynamoDB's ``transact_write_items``, resent by :func:`retrying`.
+
+    The request is PynamoDB's own, byte for byte, and so are its errors (``TransactWriteError``
+    with the same cause): a cancellation is left to the caller to read.
+
+    Args:
+        connection: the transaction's connection.
+        grouped: the items by the group they are sent in (``check``, ``delete``, ``put``, ``update``).
+        token: the ClientRequestToken, or None.
+        return_consumed_capacity: as PynamoDB's ``TransactWrite`` takes it.
+        return_item_collection_metrics: as PynamoDB's ``TransactWrite`` takes it.
+        attempts: sends in all, after a conflict or throttling.
+
+    Raises:
+        TransientError: conflicts or throttling outlasted ``attempts``.
+        pynamodb.exceptions.TransactWriteError: any other failure, as PynamoDB raises it.
+    """
+    groups = [grouped.get(group, ()) for group in SENT_ORDER]
+    response: dict[str, Any] = retrying(
+        connection.transact_write_items,
+        *groups,
+        token,
+        return_consumed_capacity,
+        return_item_collection_metrics,
+        attempts=attempts,
+    )
+    return response
+
+
 def send(
     connection: Connection,
     request: Request,

@@ -93,6 +93,8 @@ RECORD_FINDING = _finding("record", RECORD, STORED)
 FOREIGN = _finding("foreign", RELEASE)
 OURS_AGAIN = _finding("ours-again", CHECK)
 OTHER_ITEM = _finding("other", None)
+NO_ITEM = _finding("record", RECORD)
+OTHER_RECORD = _finding("record", RecordWrite("update", None), STORED)
 
 
 @pytest.mark.parametrize(
@@ -100,9 +102,20 @@ OTHER_ITEM = _finding("other", None)
     [
         pytest.param([TAKEN], frozenset(), Violated((TAKEN,)), id="violation"),
         pytest.param([RECORD_FINDING, TAKEN], frozenset(), Violated((TAKEN,)), id="violation-before-stale-record"),
-        pytest.param([RECORD_FINDING], frozenset(), RecordFailed(STORED), id="record-failed"),
-        pytest.param([_finding("record", RECORD)], frozenset(), RecordFailed(None), id="record-failed-no-item"),
-        pytest.param([FOREIGN, RECORD_FINDING], frozenset(), RecordFailed(STORED), id="record-before-locks"),
+        pytest.param([RECORD_FINDING], frozenset(), RecordFailed((RECORD_FINDING,)), id="record-failed"),
+        pytest.param([NO_ITEM], frozenset(), RecordFailed((NO_ITEM,)), id="record-failed-no-item"),
+        pytest.param(
+            [FOREIGN, RECORD_FINDING],
+            frozenset(),
+            RecordFailed((RECORD_FINDING,), (FOREIGN,)),
+            id="record-before-locks",
+        ),
+        pytest.param(
+            [RECORD_FINDING, OTHER_RECORD], frozenset(), RecordFailed((RECORD_FINDING, OTHER_RECORD)), id="records"
+        ),
+        pytest.param([OTHER_ITEM, RECORD_FINDING], frozenset(), Unexplained(), id="caller-item-before-record"),
+        pytest.param([OTHER_ITEM, FOREIGN], frozenset(), Unexplained(), id="caller-item-before-locks"),
+        pytest.param([OTHER_ITEM, TAKEN], frozenset(), Violated((TAKEN,)), id="violation-before-caller-item"),
         pytest.param([FOREIGN], frozenset(), LocksMoved(frozenset({RELEASE.key})), id="foreign-lock-checked-next"),
         pytest.param(
             [OURS_AGAIN], frozenset({CHECK.key, "UNIQ#X#y"}), LocksMoved(frozenset({"UNIQ#X#y"})), id="ours-again"
@@ -114,3 +127,29 @@ OTHER_ITEM = _finding("other", None)
 def test_decide__findings__outcome(findings: list[Finding], not_ours: frozenset[str], expected: Outcome) -> None:
     """Violations first, then the record's own condition, then lock owners, else the caller's items."""
     assert decide(findings, not_ours) == expected
+
+
+@pytest.mark.parametrize(
+    ("findings", "expected"),
+    [
+        pytest.param(
+            [TAKEN, RECORD_FINDING], RecordFailed((RECORD_FINDING,), (TAKEN,)), id="existing-before-violation"
+        ),
+        pytest.param([TAKEN], Violated((TAKEN,)), id="violation"),
+        pytest.param([], Unexplained(), id="no-finding"),
+    ],
+)
+def test_decide__create_only__record_found_first(findings: list[Finding], expected: Outcome) -> None:
+    """A create-only write (bulk_save) whose record exists is told so, whatever its locks say."""
+    assert decide(findings, frozenset(), create_only=True) == expected
+
+
+def test_record_failed__item__first_records() -> None:
+    """RecordFailed.item is the stored item of the first failed record."""
+    assert RecordFailed((RECORD_FINDING, NO_ITEM)).item == STORED
+
+
+def test_interpret__raw_items__positions_of_failed_conditions() -> None:
+    """Items that are no planned action (a repair's, a migration's) are read by the position each was sent at."""
+    findings = interpret(_sent(None, None, None), [PASSED, RECORD_CHANGED, CONFLICT])
+    assert [(f.kind, f.position, f.item) for f in findings] == [("other", 1, STORED)]

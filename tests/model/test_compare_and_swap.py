@@ -45,6 +45,7 @@ from pynamodb_unique import (
     repair,
 )
 from pynamodb_unique._core.plan import Stored, fixed_default
+from pynamodb_unique._model import snapshot, updates
 from pynamodb_unique._write.requests import record_kwargs
 
 MOTO = Backend("moto", None)
@@ -365,7 +366,7 @@ def test_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(m
     with RequestCounter(model) as counter:
         loaded.save()
     assert counter.operations == ["PutItem"]
-    assert _context(model).known(loaded) is not None
+    assert snapshot.known(_context(model), loaded) is not None
 
 
 @pytest.fixture
@@ -470,7 +471,7 @@ def test_guard__defaulted_value__absent_or_equal__as_pynamodb_serializes_it(moto
     absent_or_live = "((attribute_not_exists (#1) OR attribute_type (#1, :1)) OR #1 = :2)"
     for status, expected in (("live", absent_or_live), ("gone", "#1 = :1")):
         stored = Stored(exists=True, values={"email": "e@x.io", "status": status})
-        plan = planner.write("update", stored, {**stored.values, **context.update_changes(actions)})
+        plan = planner.write("update", stored, {**stored.values, **updates.update_changes(context, actions)})
         condition = plan.record.condition
         built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
         pynamodb: dict[str, Any] = Model.get_update_kwargs_from_instance(

@@ -28,6 +28,7 @@ from pynamodb.attributes import (
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin, create_lock_table
+from pynamodb_unique._model import snapshot
 
 MOTO = Backend("moto", None)
 
@@ -141,8 +142,8 @@ def test_lazy_snapshot__equals_the_load(moto_backend: None, item: dict[str, Any]
     model: Any = bind_model(Shapes, MOTO, create=False)
     context = _context(model)
     loaded = model.from_raw_data(dict(item))
-    eager = context.loaded(loaded, item)
-    lazy = context.known(loaded)
+    eager = snapshot.loaded_stored(context, loaded, item)
+    lazy = snapshot.known(context, loaded)
     assert lazy is not None
     assert lazy.same_as(eager, context.planner)
     assert lazy.values.keys() == eager.values.keys()
@@ -192,7 +193,7 @@ def test_lazy_snapshot__nested_change_of_raw_item__known_is_what_was_loaded(moto
     item = {"pk": {"S": "p1"}, "Email": {"S": "a@x.io"}}
     loaded = model.from_raw_data(item)
     item["Email"]["S"] = "other@x.io"
-    known = _context(model).known(loaded)
+    known = snapshot.known(_context(model), loaded)
     assert known is not None
     assert known.values == {"email": "a@x.io"}
     assert loaded.email == "a@x.io"
@@ -285,7 +286,7 @@ def test_fractional_ttl__lazy_view_is_the_load__no_lock_moves_for_it(moto_backen
         ExpressionAttributeValues={":t": {"N": "1924992000.5"}},
     )
     loaded = model.get("s1")
-    known = _context(model).known(loaded)
+    known = snapshot.known(_context(model), loaded)
     assert known is not None
     assert known.values["expires"] == loaded.expires == datetime.fromtimestamp(1924992000, tz=UTC)
     loaded.note = "x"

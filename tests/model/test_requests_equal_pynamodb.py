@@ -57,6 +57,7 @@ from pynamodb_unique._core.plan import (
     RecordWrite,
     Stored,
 )
+from pynamodb_unique._model import snapshot, updates
 from pynamodb_unique._model.registry import planner_of
 from pynamodb_unique._write.requests import guard_condition, record_kwargs
 from pynamodb_unique._write.send import WriteFailed, derive_token, new_token, send_transaction
@@ -230,7 +231,7 @@ def test_snapshot__raw_map_value_is_what_the_load_gave(moto_backend: None) -> No
     flagged = bind_model(Flagged, MOTO)
     flagged(pk="a", email="a@x.io", flags={"active": True}).save()
     loaded = flagged.get("a")
-    known = _context(flagged).known(loaded)
+    known = snapshot.known(_context(flagged), loaded)
     assert known is not None
     assert type(known.values["flags"]) is type(loaded.flags)
 
@@ -251,7 +252,7 @@ def test_snapshot__defaulted_attribute__equals_stored_from_item(moto_backend: No
     assert loaded.status == "live"  # PynamoDB applied the default.
     context = _context(defaulted)
     eager = context.stored_from_item(item)
-    assert context.known(loaded) == eager
+    assert snapshot.known(context, loaded) == eager
 
 
 def test_snapshot__map_changed_in_place_after_save__lock_released(moto_backend: None) -> None:
@@ -460,7 +461,7 @@ def test_guarded_update__action_shapes__equal_pynamodb_builder(moto_backend: Non
     for email in ("new@x.io", "NEWER@x.io"):
         for actions in _shape_actions(shapes, email):
             instance = shapes(pk="S#1", rev=3, email=email)
-            changes = context.update_changes(actions)
+            changes = updates.update_changes(context, actions)
             desired = {**stored.values, **changes}
             plan = planner.write("update", stored, desired)
             built = record_kwargs(instance, plan.record, None, actions, add_version_condition=True)
@@ -532,7 +533,7 @@ def test_snapshot__equals_stored_from_item(moto_backend: None, item: dict[str, A
     shapes = bind_model(Shapes, MOTO)
     context = _context(shapes)
     loaded = shapes.from_raw_data(dict(item))
-    known = context.known(loaded)
+    known = snapshot.known(context, loaded)
     assert known == context.stored_from_item(item)
     assert known is not None
     assert known.values == context.values(loaded)
@@ -545,9 +546,11 @@ def test_snapshot__key_changed_after_load__unknown(moto_backend: None) -> None:
     context = _context(shapes)
     loaded = shapes.from_raw_data({"PK": {"S": "S#1"}, "Rev": {"N": "3"}, "Email": {"S": "a@x.io"}})
     loaded.rev = 4
-    assert context.known(loaded) is None
+    assert snapshot.known(context, loaded) is None
     loaded.rev = 3
-    assert context.known(loaded) == Stored(exists=True, values={"email": "a@x.io", "handle": None, "code": None})
+    assert snapshot.known(context, loaded) == Stored(
+        exists=True, values={"email": "a@x.io", "handle": None, "code": None}
+    )
 
 
 def test_snapshot__polymorphic_load(moto_backend: None) -> None:
@@ -558,7 +561,7 @@ def test_snapshot__polymorphic_load(moto_backend: None) -> None:
     cat(pk="c1", name="tom").save()
     loaded = animal.get("c1")
     assert type(loaded) is cat
-    assert _context(cat).known(loaded) == Stored(exists=True, values={"name": "tom"})
+    assert snapshot.known(_context(cat), loaded) == Stored(exists=True, values={"name": "tom"})
     loaded.name = "felix"
     loaded.save()
     assert cat.unique_owner(name="felix") == ("c1",)
@@ -591,7 +594,9 @@ def test_snapshot__loaded_item_read_when_a_write_asks(moto_backend: None) -> Non
     response["Attributes"].pop("Email")
     response["Attributes"]["Code"] = {"N": "8"}
     loaded.email = "b@x.io"
-    assert _context(shapes).known(loaded) == Stored(exists=True, values={"email": "a@x.io", "handle": None, "code": 7})
+    assert snapshot.known(_context(shapes), loaded) == Stored(
+        exists=True, values={"email": "a@x.io", "handle": None, "code": 7}
+    )
     with RequestCounter(shapes) as counter:
         loaded.save()
     assert counter.operations == ["TransactWriteItems"]  # Planned right the first time.

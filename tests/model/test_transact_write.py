@@ -9,7 +9,7 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _invariant import actual_locks, assert_invariant, raw_items
 from models import Account
-from pynamodb.attributes import UnicodeAttribute
+from pynamodb.attributes import UnicodeAttribute, VersionAttribute
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite as PynamoTransactWrite
@@ -58,6 +58,32 @@ def test_tx__unique_and_plain_items__one_request(models: tuple[type[Account], ty
     assert set(actual_locks(accounts)) == {"UNIQ#EMAIL#a@x.io", "UNIQ#HANDLE#ann"}
     assert events.get("E1").kind == "signup"
     assert_invariant(accounts)
+
+
+class Versioned(Model):
+    """A plain model with a version attribute, which PynamoDB advances locally after a commit."""
+
+    class Meta:
+        table_name = "versioned"
+        region = "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    version = VersionAttribute()
+
+
+def test_tx__with_locks__pynamodb_settings_and_version_step_kept(backend: Backend) -> None:
+    """With lock items in it, the request keeps the caller's settings and plain models' versions advance."""
+    accounts, versioned = bind_model(Account, backend), bind_model(Versioned, backend)
+    record = versioned(id="V1")
+    tx = _tx(accounts, return_consumed_capacity="TOTAL", return_item_collection_metrics="SIZE")
+    with RequestCounter(accounts) as counter, tx:
+        tx.save(accounts(pk="A", email="a@x.io", username="ann"))
+        tx.save(record)
+    (params,) = counter.params("TransactWriteItems")
+    assert params["ReturnConsumedCapacity"] == "TOTAL"
+    assert params["ReturnItemCollectionMetrics"] == "SIZE"
+    assert record.version == 1
+    assert versioned.get("V1").version == 1
 
 
 def test_tx__no_connection_given__uses_the_first_models(models: tuple[type[Account], type[Event]]) -> None:

@@ -30,6 +30,7 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
     audit,
+    inspect,
     migrate,
     repair,
 )
@@ -153,6 +154,33 @@ def _settled(model: type[Any]) -> MigrationReport:
 
 def _conflicts(report: MigrationReport) -> dict[str, set[tuple[Any, ...]]]:
     return {c.lock_key: set(c.records) for c in report.conflicts}
+
+
+def test_lookups__value_held_under_former_form_only__unique_owner_and_inspect_agree(backend: Backend) -> None:
+    """During expand, a value only an unmigrated record holds (its former-form lock) is taken for both lookups."""
+    table = unique_table_name("lookups")
+    v1 = _deploy(backend, table, email=UniqueAttribute(UnicodeAttribute(null=True)))
+    _create(v1)
+    v1(pk="ACCT#ada", email="Ada@Lovelace.io").save()
+    expand = _deploy(
+        backend,
+        table,
+        email=UniqueAttribute(UnicodeAttribute(null=True), normalize=str.casefold, former=Former(normalize=None)),
+    )
+    assert expand.unique_owner(email="Ada@Lovelace.io") == _key("ACCT#ada")
+    info = inspect(expand, email="Ada@Lovelace.io")
+    assert (info.lock_key, info.exists, info.owner, info.owner_holds, info.former) == (
+        "UNIQ#EMAIL#Ada@Lovelace.io",
+        True,
+        _key("ACCT#ada"),
+        True,
+        True,
+    )
+    assert info.healthy
+    # A value no form holds: both lookups say free, under the current form's key.
+    assert expand.unique_owner(email="Bob@X.io") is None
+    free = inspect(expand, email="Bob@X.io")
+    assert (free.lock_key, free.exists, free.former) == ("UNIQ#EMAIL#bob@x.io", False, False)
 
 
 def test_migrate__renormalize__expand_migrate_contract(backend: Backend) -> None:
