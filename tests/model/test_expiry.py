@@ -36,6 +36,7 @@ from pynamodb_unique import (
     UniqueConfigError,
     UniqueMixin,
     UniqueViolation,
+    _transact,
     audit,
     backfill,
     bulk_save,
@@ -747,6 +748,41 @@ def test_transact_write__delete_of_an_expired_record_whose_value_was_taken(sessi
         tx.delete(expired)
     assert _raw(sessions, _record_key("S#1")) is None
     assert _locks(sessions)[EMAIL][OWNER_HASH] == {"S": "S#2"}
+
+
+def test_transact_write__locks_moving_twice__replans_until_every_foreign_lock_is_checked(
+    sessions: type[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each re-plan checks every lock found another record's so far, up to the engine's plan bound.
+
+    The first request fails on S#1's lock (its expired value was taken); before the re-planned
+    request is sent, S#3's expired value is taken too, so that one fails on S#3's lock; the third
+    plan checks both and commits.
+    """
+    expired = _expired_and_taken(sessions)
+    sessions(pk="S#3", email="bob@lovelace.io", expires=_in(1)).save()
+    past = int(time.time()) - 60
+    _set(sessions, _record_key("S#3"), "ttl", past)
+    _set(sessions, _lock_key("UNIQ#EMAIL#bob@lovelace.io"), "ttl", past)
+    other = sessions.get("S#3", "PROFILE")
+    sent = []
+    commit = _transact.commit_grouped
+
+    def taking_between(*args: Any, **kwargs: Any) -> Any:
+        sent.append(1)
+        if len(sent) == 2:
+            sessions(pk="S#4", email="bob@lovelace.io").save()  # Takes S#3's expired value.
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(_transact, "commit_grouped", taking_between)
+    with TransactWrite() as tx:
+        tx.delete(expired)
+        tx.delete(other)
+    assert len(sent) == 3
+    assert _raw(sessions, _record_key("S#1")) is None
+    assert _raw(sessions, _record_key("S#3")) is None
+    assert _locks(sessions)[EMAIL][OWNER_HASH] == {"S": "S#2"}
+    assert _locks(sessions)["UNIQ#EMAIL#bob@lovelace.io"][OWNER_HASH] == {"S": "S#4"}
 
 
 # --- request clock ---------------------------------------------------------------------------

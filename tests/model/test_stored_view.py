@@ -46,6 +46,7 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._core.keys import LOCK_PREFIX
 from pynamodb_unique._core.plan import Guard, Stored
+from pynamodb_unique._model import snapshot
 from pynamodb_unique._model.context import ModelContext, context_of
 from pynamodb_unique._ops.migrate import complete
 from pynamodb_unique._write.requests import guard_condition
@@ -603,7 +604,7 @@ def test_transact_update_sets_loaded_expiry__next_transaction_writes(moto_backen
     loaded = model.get("s1")
     with TransactWrite() as tx:
         tx.update(loaded, actions=[model.email.set("b@x.io"), model.expires.set(loaded.expires)])
-    known = _context(model).known(loaded)
+    known = snapshot.known(_context(model), loaded)
     assert known is not None
     assert known.verbatim in (None, {}) or known.verbatim.get("expires") == {"N": "1924992000"}
     with TransactWrite() as tx:
