@@ -33,9 +33,11 @@ from ._ops.repair import repair as repair
 from ._transact import TransactWrite as TransactWrite
 from ._write.bulk import BulkResult as BulkResult
 from ._write.bulk import bulk_save as bulk_save
+from ._write.reserve import Reservation as Reservation
 from .exceptions import ConditionFailed as ConditionFailed
 from .exceptions import IdempotencyMismatch as IdempotencyMismatch
 from .exceptions import InvalidUniqueValue as InvalidUniqueValue
+from .exceptions import ReservationLost as ReservationLost
 from .exceptions import StaleWrite as StaleWrite
 from .exceptions import TableNotFound as TableNotFound
 from .exceptions import TransientError as TransientError
@@ -67,6 +69,8 @@ __all__ = [
     "OrphanedLock",
     "Problem",
     "RepairReport",
+    "Reservation",
+    "ReservationLost",
     "RetiredLock",
     "StaleLock",
     "StaleWrite",

@@ -45,7 +45,8 @@ RUNTIME: Final[dict[str, frozenset[str]]] = {
     ),
     LOCKS: frozenset(
         {
-            # A value taken (a hold of a released value is a Put too), and given back.
+            # A value taken or reserved (a hold of a released value is a Put too), and given back
+            # (a reservation released too).
             "PutItem",
             "DeleteItem",
             # A re-plan's check that a lock another record owns is still not this record's.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from pynamodb.expressions.condition import Condition
@@ -26,8 +27,10 @@ from ._ops.explain import value_lock
 from ._ops.reads import UniqueReads
 from ._ops.validate import validate_unique
 from ._write.engine import Intent, intent_plan, plain_update, write
+from ._write.reserve import DEFAULT_TTL, Reservation, claims_for
+from ._write.reserve import reserve as _reserve
 from ._write.send import check_token
-from .exceptions import UniqueError
+from .exceptions import InvalidUniqueValue, UniqueError
 
 
 def _refuse_builder(instance: Model, builder: str) -> None:
@@ -108,6 +111,7 @@ class UniqueMixin(UniqueReads):
         *,
         add_version_condition: bool = True,
         client_request_token: str | None = None,
+        reservations: Iterable[Reservation] = (),
     ) -> dict[str, Any]:
         """Save this record and move its locks in the same request.
 
@@ -116,21 +120,31 @@ class UniqueMixin(UniqueReads):
             add_version_condition: PynamoDB's optimistic-locking switch.
             client_request_token: makes a resent transaction idempotent (1-36 characters);
                 one is generated when omitted.
+            reservations: reservations of this record's values (:meth:`reserve`) to claim in the
+                same transaction: each reserved lock becomes this record's.
 
         Raises:
-            UniqueViolation: a unique value is held by another record.
+            UniqueViolation: a unique value is held by another record or reservation.
+            ReservationLost: a reservation no longer holds its values (ended, released or
+                claimed); nothing was written.
             ConditionFailed: ``condition`` or the version check failed.
             StaleWrite: the record kept changing concurrently.
-            InvalidUniqueValue: a value or the token is refused; nothing was sent.
+            InvalidUniqueValue: a value, the token or a reservation is refused (the record does
+                not hold its values); nothing was sent.
         """
         begun = self._uniq_begin(client_request_token)
         if begun is None:
+            if reservations:
+                msg = f"{type(self).__name__} keeps no unique locks: it has no reservations to claim"
+                raise InvalidUniqueValue(msg)
             return super().save(condition, add_version_condition=add_version_condition)
         context, token, owner = begun
         # A bad value is refused while planning, before any request.
         assumed, desire = intent_plan(context, self, "put", None, snapshot.known(context, self))
-        assert desire is not None  # noqa: S101 - a put always has values.
-        intent = Intent("put", condition, None, add_version_condition, token, owner)
+        assert isinstance(desire, dict)  # noqa: S101 - a put always has values, fixed ones.
+        claiming = tuple(reservations)
+        claims = claims_for(context, context.locks(), desire, claiming) if claiming else {}
+        intent = Intent("put", condition, None, add_version_condition, token, owner, claiming, claims)
         response: dict[str, Any] = write(context, self, intent, assumed, desire)
         return response
 
@@ -245,7 +259,7 @@ class UniqueMixin(UniqueReads):
             condition, return_values_on_condition_failure, add_version_condition=add_version_condition
         )
 
-    def validate_unique(self, exclude: Iterable[str] = ()) -> None:
+    def validate_unique(self, exclude: Iterable[str] = (), *, reservations: Iterable[Reservation] = ()) -> None:
         """Raise :class:`UniqueViolation` now when saving would, for a form to show before submit.
 
         Reads every lock this record's write would take (normalized, hashed, partial conditions
@@ -255,12 +269,39 @@ class UniqueMixin(UniqueReads):
         Args:
             exclude: attribute names left unchecked (fields that failed other validation); a
                 constraint whose attributes or condition read one of them is skipped.
+            reservations: reservations the save will claim (:meth:`reserve`): their values are free
+                for this record while they last.
 
         Raises:
             UniqueViolation: every value held by another record (``field_errors()`` for a form).
             InvalidUniqueValue: a checked value cannot be a key, or ``exclude`` names no attribute.
         """
-        validate_unique(self, exclude)
+        validate_unique(self, exclude, frozenset(r.token for r in reservations))
+
+    @classmethod
+    def reserve(cls, ttl: timedelta = DEFAULT_TTL, **values: Any) -> Reservation:
+        """Hold unique values for ``ttl`` before any record has them: ``Account.reserve(email="ada@x.io")``.
+
+        Keyword arguments are the Python attribute names of one constraint, all its parts, or of
+        several constraints at once (all reserved in one request, or none). Values are normalized
+        as on write. Until the reservation ends, other writes of the values raise
+        :class:`UniqueViolation` naming it as reserved; ``save(reservations=[r])`` claims it in the
+        record's own transaction, ``r.release()`` frees it early, and after ``held_until`` the
+        values are free for anyone (DynamoDB's TTL deletes the lock later). The model must set
+        ``Meta.unique_reservations = True``.
+
+        Args:
+            ttl: how long the values stay reserved (at least one second; 15 minutes by default).
+            **values: the values to reserve, by Python attribute name.
+
+        Raises:
+            UniqueViolation: a value is held by a record or another reservation
+                (``Violation.held_until``); nothing was reserved.
+            InvalidUniqueValue: the names complete no constraint, a value cannot be keyed, or
+                ``ttl`` is refused.
+            UniqueConfigError: the model does not take reservations.
+        """
+        return _reserve(cls, ttl, values)
 
     @classmethod
     def unique_owner(cls, **values: Any) -> tuple[Any, ...] | None:

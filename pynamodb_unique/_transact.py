@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,8 +17,9 @@ from pynamodb.transactions import TransactWrite as _PynamoTransactWrite
 
 from ._core.limits import MAX_PLANS
 from ._core.lockitem import OwnerKey
-from ._core.outcome import LocksMoved, Unexplained, Violated, decide, interpret
+from ._core.outcome import ClaimLost, LocksMoved, Unexplained, Violated, decide, interpret
 from ._core.plan import MAX_TRANSACTION_ACTIONS, SENT_ORDER, LockPut, LockRelease, Plan, PlanAction, RecordWrite, Stored
+from ._core.reservation import claimed
 from ._model import records, snapshot, updates
 from ._model.context import ModelContext, context_of
 from ._model.seam import connection as model_connection
@@ -32,6 +33,7 @@ from ._model.seam import (
 from ._write import telemetry as _telemetry
 from ._write.engine import Intent, after_success, violation
 from ._write.requests import lock_kwargs, record_kwargs
+from ._write.reserve import Reservation, claims_for, lost
 from ._write.send import check_token, commit_grouped, derive_token, new_token, raise_missing_table, request_clock
 from .exceptions import InvalidUniqueValue, StaleWrite, UniqueViolation
 
@@ -55,6 +57,9 @@ class _Entry:
     add_version_condition: bool
     plan: Plan | None = None
     transfers: dict[str, Model] = field(default_factory=dict)
+    #: The reservations a save claims, and their claims: lock key -> token.
+    reservations: tuple[Reservation, ...] = ()
+    claims: dict[str, str] = field(default_factory=dict)
     sent: Model = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,17 +122,35 @@ class TransactWrite(_PynamoTransactWrite):
             return known
         return context.stored_from_item(records.read_stored(context, instance))
 
-    def save(self, model: Any, condition: Condition | None = None, return_values: str | None = None) -> None:
-        """Add a save; for a unique model, its locks too (unknown stored state: a create)."""
+    def save(
+        self,
+        model: Any,
+        condition: Condition | None = None,
+        return_values: str | None = None,
+        *,
+        reservations: Iterable[Reservation] = (),
+    ) -> None:
+        """Add a save; for a unique model, its locks too (unknown stored state: a create).
+
+        ``reservations``: reservations of the record's values (``Model.reserve()``) it claims in
+        this transaction; a claim that fails raises :class:`~pynamodb_unique.ReservationLost`.
+        """
         self._adopt_connection(model)
         context = _active(model)
+        claiming = tuple(reservations)
         if context is None:
+            if claiming:
+                msg = f"{type(model).__name__} keeps no unique locks: it has no reservations to claim"
+                raise InvalidUniqueValue(msg)
             super().save(model, condition=condition, return_values=return_values)
             return
         assumed = snapshot.known(context, model) or Stored(exists=False)
-        entry = _Entry(
-            context, model, "put", assumed, context.values(model), condition, None, add_version_condition=True
-        )
+        desired = context.values(model)
+        entry = _Entry(context, model, "put", assumed, desired, condition, None, add_version_condition=True)
+        if claiming:
+            context.planner.keys(desired)  # A bad value is refused first, as for any save.
+            entry.reservations = claiming
+            entry.claims = claims_for(context, context.locks(), desired, claiming)
         self._add(context, entry)
 
     def update(
@@ -193,7 +216,8 @@ class TransactWrite(_PynamoTransactWrite):
             if entry.op == "delete":
                 entry.plan = planner.delete(entry.assumed, not_ours=foreign)
             else:
-                entry.plan = planner.write(entry.op, entry.assumed, entry.desired, not_ours=foreign)
+                planned = planner.write(entry.op, entry.assumed, entry.desired, not_ours=foreign)
+                entry.plan = claimed(planned, entry.claims)
         # A lock is one item of one lock table: the same key in another table is another lock.
         releases = {
             (e.context.locks().table_name, r.key): e
@@ -338,12 +362,15 @@ class TransactWrite(_PynamoTransactWrite):
 
         Raises:
             UniqueViolation: a value is held by another record.
+            ReservationLost: a claimed reservation no longer holds its values.
             StaleWrite: a record or a lock changed since it was planned.
             TransactWriteError: the caller's own items or conditions failed (``exc``).
         """
         findings = interpret([(s[1], s[2]) if s is not None else None for s in slots], exc.cancellation_reasons)
         by_action = {id(slot[1]): slot[0] for slot in slots if slot is not None}
         outcome = decide(findings, frozenset())
+        if isinstance(outcome, ClaimLost):
+            raise lost(outcome.lost, [r for e in self._uniq_entries for r in e.reservations], exc)
         if isinstance(outcome, Violated):
             violations = [
                 violation(by_action[id(f.action)].context, by_action[id(f.action)].instance, f) for f in outcome.taken

@@ -70,8 +70,11 @@ class Violation:
             :func:`default_message` (also when left empty here).
         code: the constraint's ``code`` (``"unique"`` unless it says otherwise), for clients that
             translate or branch on it.
-        held_until: when the value is a release hold of its former owner (``hold=``), the time
-            it ends (an aware UTC datetime); None for a value held by a live record.
+        held_until: when the value is a release hold of its former owner (``hold=``) or a
+            reservation (``reserved``), the time it ends (an aware UTC datetime); None for a value
+            held by a live record.
+        reserved: the value is reserved (``Model.reserve()``) for a record not yet written: no
+            owner record, and the message says "reserved until ...".
 
     ``message`` and ``code`` take no part in equality: two violations of the same constraint,
     values and owner are equal however they are worded.
@@ -86,6 +89,7 @@ class Violation:
     message: str = field(default="", compare=False, repr=False)
     code: str = field(default=DEFAULT_CODE, compare=False)
     held_until: datetime | None = field(default=None, compare=False)
+    reserved: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.message:
@@ -134,6 +138,31 @@ class UniqueViolation(UniqueError):
             key = v.attributes[0] if len(v.attributes) == 1 else non_field_key
             errors.setdefault(key, []).append(v.message)
         return errors
+
+
+class ReservationLost(UniqueError):
+    """A write claimed a reservation that no longer holds its values; nothing was written.
+
+    The reservation ended (its ``held_until`` passed), was released, or was already claimed by
+    another record: reserve again, or save without it to take values that are free.
+
+    Attributes:
+        reservations: the reservations that were lost (:class:`pynamodb_unique.Reservation`).
+        constraints: the names of the constraints whose reserved lock was not the reservation's.
+    """
+
+    msg = "the reservation no longer holds its values (it ended, was released or was already claimed)"
+
+    def __init__(
+        self,
+        reservations: Sequence[Any],
+        constraints: Sequence[str],
+        msg: str | None = None,
+        cause: Exception | None = None,
+    ) -> None:
+        self.reservations: tuple[Any, ...] = tuple(reservations)
+        self.constraints: tuple[str, ...] = tuple(constraints)
+        super().__init__(msg, cause)
 
 
 class ConditionFailed(UniqueError, PutError, UpdateError, DeleteError):

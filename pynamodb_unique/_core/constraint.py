@@ -34,7 +34,9 @@ OWNER_MODEL: Final = "uniq_owner_model"
 HELD: Final = "uniq_held"
 #: The lock expiry attribute of models with neither a ``TTLAttribute`` nor a separate lock table.
 LOCK_EXPIRES: Final = "uniq_expires"
-LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL, HELD, LOCK_EXPIRES)
+#: Attribute of a lock item that is a reservation (``Model.reserve()``): its token, in place of an owner record.
+RESERVATION: Final = "uniq_reservation"
+LOCK_ATTRIBUTES: Final = (OWNER_HASH, OWNER_RANGE, CONSTRAINT, OWNER_MODEL, HELD, LOCK_EXPIRES, RESERVATION)
 
 _SPEC_ATTR: Final = "_pynamodb_unique_spec"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -294,14 +296,20 @@ class Constraint:
         instance: Any = None,
         owner_model: str | None = None,
         held_until: datetime | None = None,
+        *,
+        reserved: bool = False,
     ) -> Violation:
         """The violation of this constraint by ``values``, held by ``owner``, with its message and code.
 
-        ``held_until``: the value is a release hold of ``owner`` until then.
+        ``held_until``: the value is a release hold of ``owner`` until then, or a reservation
+        (``reserved``, no owner record) until then.
         """
         message = self.describe(values)
         if held_until is not None and self.message is None:
-            message = f"{message} (held until {held_until.isoformat()})"
+            if reserved:
+                message = f"{message.removesuffix(' is already taken')} is reserved until {held_until.isoformat()}"
+            else:
+                message = f"{message} (held until {held_until.isoformat()})"
         return Violation(
             self.name,
             self.attributes,
@@ -312,6 +320,7 @@ class Constraint:
             message=message,
             code=self.code,
             held_until=held_until,
+            reserved=reserved,
         )
 
     def values(self, source: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from .constraint import CONSTRAINT, HELD, OWNER_HASH, OWNER_MODEL, OWNER_RANGE, RESERVATION
 
 #: A record's key as lock items store it, serialized: ``(hash,)`` or ``(hash, range)``.
 OwnerKey = tuple[Any, ...]
@@ -63,3 +63,9 @@ def lock_namespace(item: Mapping[str, Any] | None) -> str | None:
 def is_held(item: Mapping[str, Any] | None) -> bool:
     """Whether a stored lock item is a release hold (``hold=``): its value kept for its former owner."""
     return item is not None and HELD in item
+
+
+def lock_reservation(item: Mapping[str, Any] | None) -> str | None:
+    """The token of the reservation a lock item is (``Model.reserve()``); None for a record's lock or none."""
+    value = (item or {}).get(RESERVATION, {}).get("S")
+    return value if isinstance(value, str) else None

@@ -26,7 +26,7 @@ class WriteFailed(Exception):
         self.cause = cause
 
 
-FindingKind = Literal["taken", "record", "foreign", "ours-again", "other"]
+FindingKind = Literal["taken", "lost", "record", "foreign", "ours-again", "other"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Finding:
     """What one failed action of a cancelled request means.
 
     Attributes:
-        kind: ``taken`` (a lock put met another record's lock), ``record`` (the record's
+        kind: ``taken`` (a lock put met another record's lock), ``lost`` (a claim of a
+            reservation met a lock that is no longer that live reservation), ``record`` (the record's
             condition failed), ``foreign`` (a lock to release is another record's), ``ours-again``
             (a lock checked not ours is ours), ``other`` (an item that is not the library's).
         action: the planned action, or None for another item.
@@ -76,6 +77,8 @@ def interpret(
         action, ours = slot
         if isinstance(action, RecordWrite):
             findings.append(Finding("record", action, item, position))
+        elif isinstance(action, LockPut) and action.claim is not None:
+            findings.append(Finding("lost", action, item, position))
         elif isinstance(action, LockPut):
             reported = (id(action.constraint), ours)
             if lock_owner(item) not in ours and reported not in taken:
@@ -93,6 +96,13 @@ class Violated:
     """Values are held by other records: one ``taken`` finding per violated constraint."""
 
     taken: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class ClaimLost:
+    """Reservations the write claimed no longer hold their values: one ``lost`` finding per lock."""
+
+    lost: tuple[Finding, ...]
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,16 @@ class Unexplained:
     """No action of the library's explains the cancellation: the caller's own items failed."""
 
 
-Outcome = Violated | LocksMoved | RecordFailed | Unexplained
+Outcome = ClaimLost | Violated | LocksMoved | RecordFailed | Unexplained
+
+
+def _refused(findings: Sequence[Finding]) -> ClaimLost | Violated | None:
+    """What no re-plan can change: claims of reservations lost, else values taken; None: neither."""
+    lost = tuple(f for f in findings if f.kind == "lost")
+    if lost:
+        return ClaimLost(lost)
+    taken = tuple(f for f in findings if f.kind == "taken")
+    return Violated(taken) if taken else None
 
 
 def decide(findings: Sequence[Finding], not_ours: frozenset[str], *, create_only: bool = False) -> Outcome:
@@ -138,8 +157,9 @@ def decide(findings: Sequence[Finding], not_ours: frozenset[str], *, create_only
 
     Violations come first: a taken value is reported even when the record changed too, except for
     a create-only write (``bulk_save``), whose record found stored already exists whatever its
-    locks say. The caller's own items come next (the library's findings are then beside the
-    point), then a failed record condition (the record's state decides the locks). Otherwise a
+    locks say; a lost reservation (a claim that failed) before them, as it cannot succeed by
+    re-planning either. The caller's own items come next (the library's findings are then beside
+    the point), then a failed record condition (the record's state decides the locks). Otherwise a
     lock to release that proved another record's is checked instead, and one checked so that
     proved ours again is released, in a re-plan from the same assumed state.
 
@@ -149,12 +169,12 @@ def decide(findings: Sequence[Finding], not_ours: frozenset[str], *, create_only
         create_only: the write only creates records (it never plans from a stored one).
     """
     records = tuple(f for f in findings if f.kind == "record")
-    locks = tuple(f for f in findings if f.kind in ("taken", "foreign", "ours-again"))
+    locks = tuple(f for f in findings if f.kind in ("taken", "lost", "foreign", "ours-again"))
     if create_only and records:
         return RecordFailed(records, locks)
-    taken = tuple(f for f in findings if f.kind == "taken")
-    if taken:
-        return Violated(taken)
+    refused = _refused(findings)
+    if refused is not None:
+        return refused
     if any(f.kind == "other" for f in findings):
         return Unexplained()
     if records:

@@ -293,6 +293,9 @@ class LockPut(_LockAction):
     Accepting a lock this record already owns makes a resent write (after a lost response, on a
     backend that ignores ClientRequestToken) succeed instead of colliding with itself. During a
     migration a record takes the lock of each form of the value (``former``: the previous form).
+
+    ``claim``: the token of a reservation of the value (``Model.reserve()``) that this put claims:
+    it is then conditioned on the lock being that live reservation (or this record's) instead.
     """
 
     op: ClassVar[SentGroup] = "put"
@@ -301,6 +304,7 @@ class LockPut(_LockAction):
     values: tuple[Any, ...]
     key: str
     former: bool = False
+    claim: str | None = None
 
 
 @dataclass(frozen=True)
@@ -480,6 +484,8 @@ class Planner:
         versioned: whether the model has a ``VersionAttribute``.
         ttl: the Python name of the model's ``TTLAttribute`` (None: none): its locks carry the
             record's expiry, and a write that changes the expiry moves it onto them.
+        reservable: the model takes reservations (``Meta.unique_reservations``): a reservation's
+            lock expires, so its lock puts also take an expired lock.
     """
 
     constraints: tuple[Constraint, ...]
@@ -490,6 +496,7 @@ class Planner:
     kind: type | None = field(default=None, compare=False)
     versioned: bool = field(default=False, compare=False)
     ttl: str | None = field(default=None, compare=False)
+    reservable: bool = field(default=False, compare=False)
 
     @cached_property
     def unique_names(self) -> tuple[str, ...]:
@@ -575,8 +582,8 @@ class Planner:
 
     @cached_property
     def expiring(self) -> bool:
-        """Whether the model's locks may expire: they carry its records' expiry, or become holds."""
-        return self.ttl is not None or any(c.hold is not None for c in self.constraints)
+        """Whether the model's locks may expire: they carry its records' expiry, become holds, or are reservations."""
+        return self.ttl is not None or self.reservable or any(c.hold is not None for c in self.constraints)
 
     def expires(self, values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The record's expiry in ``values``, serialized as its lock items carry it (None: none)."""

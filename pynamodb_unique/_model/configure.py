@@ -92,6 +92,10 @@ def declared(cls: type[Model], attributes: Mapping[str, Attribute[Any]]) -> tupl
     range_attribute = next((a for a in attributes.values() if a.is_range_key), None)
     # Read by a write only when it resends (see ModelContext.read_retry_attempts): refused here,
     # for a model with constraints of its own (without, its writes are most often PynamoDB's).
+    reservations = getattr(meta, "unique_reservations", False)
+    if not isinstance(reservations, bool):
+        msg = f"{model}: Meta.unique_reservations must be True or False, got {reservations!r}"
+        raise UniqueConfigError(msg)
     attempts = getattr(meta, "unique_retry_attempts", RETRY_ATTEMPTS)
     if not isinstance(attempts, int) or attempts < 1:
         msg = f"{model}: Meta.unique_retry_attempts must be an integer of at least 1, got {attempts!r}"
@@ -137,4 +141,6 @@ def configure(cls: type[Model], constraints: tuple[Constraint, ...]) -> Planner:
         return Planner((), attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned)
     traced = tuple(_traced(cls, c) for c in constraints)
     ttl = next((name for name, a in attributes.items() if isinstance(a, TTLAttribute)), None)
-    return Planner(traced, attributes, hash_attribute, instantiator(cls), discriminator, kind, versioned, ttl)
+    reservable = getattr(cls.Meta, "unique_reservations", False)
+    instantiate = instantiator(cls)
+    return Planner(traced, attributes, hash_attribute, instantiate, discriminator, kind, versioned, ttl, reservable)

@@ -13,7 +13,7 @@ from pynamodb.attributes import TTLAttribute
 from pynamodb.connection import TableConnection
 from pynamodb.constants import ATTR_DEFINITIONS, ATTR_NAME, ATTR_TYPE, KEY_SCHEMA, KEY_TYPE, TABLE_NAME
 
-from .._core.constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE
+from .._core.constraint import CONSTRAINT, HELD, LOCK_EXPIRES, OWNER_HASH, OWNER_MODEL, OWNER_RANGE, RESERVATION
 from .._core.keys import LOCK_RANGE_KEY
 from ..exceptions import UniqueConfigError
 from .registry import lock_sharers, planner_of, separate_lock_table
@@ -85,8 +85,8 @@ class LockTable:
         return expiry is not None and expiry < (time.time() if now is None else now)
 
     def held_until(self, item: Mapping[str, Any] | None) -> datetime | None:
-        """When a stored lock item is a release hold, the time it ends; else None."""
-        if not item or HELD not in item:
+        """When a stored lock item is a release hold or a reservation, the time it ends; else None."""
+        if not item or (HELD not in item and RESERVATION not in item):
             return None
         expiry = self.expiry(item)
         return None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
@@ -199,6 +199,77 @@ class LockCodec:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
+
+    def claim(
+        self,
+        lock_key: str,
+        owner: Mapping[str, Any],
+        constraint: str,
+        model: str,
+        token: str,
+        *,
+        expires: Mapping[str, Any] | None = None,
+        now: int | None = None,
+    ) -> dict[str, Any]:
+        """Put: claim a reservation, making its lock ``owner``'s plain lock (the item :meth:`put` writes).
+
+        Conditioned on the lock being the live reservation ``token`` (its end not before ``now``),
+        or already ``owner``'s (a resent claim): a stranger's token, an ended, released or claimed
+        reservation fails.
+        """
+        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        if expires is not None:
+            item[self.expires_name] = dict(expires)
+        names = {**self._names(owner), "#res": RESERVATION, "#exp": self.expires_name}
+        del names["#0"]  # The lock key's name: unused here, and DynamoDB refuses unused names.
+        values = self._values(owner)
+        values[":tok"] = {"S": token}
+        values[":now"] = {"N": str(int(time.time()) if now is None else now)}
+        return {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": f"((#res = :tok AND :now <= #exp) OR {self._owned(owner, 0)})",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def reserve(self, lock_key: str, token: str, constraint: str, model: str, until: int, now: int) -> dict[str, Any]:
+        """Put: a reservation's lock, held by ``token`` until ``until`` (epoch seconds), when the value is free.
+
+        Free: no lock, or an expired one (a reservation or hold that ended, an expired record's);
+        or already this reservation's (a resent request). The lock names no owner record;
+        ``uniq_owner_model`` says which model reserved it.
+        """
+        return {
+            "TableName": self.table_name,
+            "Item": {
+                **self.key(lock_key),
+                CONSTRAINT: {"S": constraint},
+                OWNER_MODEL: {"S": model},
+                RESERVATION: {"S": token},
+                self.expires_name: {"N": str(until)},
+            },
+            "ConditionExpression": "(attribute_not_exists (#0) OR #exp < :now OR #res = :tok)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ExpressionAttributeNames": {"#0": self.hash_name, "#exp": self.expires_name, "#res": RESERVATION},
+            "ExpressionAttributeValues": {":now": {"N": str(now)}, ":tok": {"S": token}},
+        }
+
+    def unreserve(self, lock_key: str, token: str, *, ended_before: int | None = None) -> dict[str, Any]:
+        """Delete: a reservation's lock, when it is still reservation ``token`` (and ended before ``ended_before``)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": self.key(lock_key),
+            "ConditionExpression": "#res = :tok",
+            "ExpressionAttributeNames": {"#res": RESERVATION},
+            "ExpressionAttributeValues": {":tok": {"S": token}},
+        }
+        if ended_before is not None:
+            kwargs["ConditionExpression"] = "(#res = :tok AND #exp < :now)"
+            kwargs["ExpressionAttributeNames"]["#exp"] = self.expires_name
+            kwargs["ExpressionAttributeValues"][":now"] = {"N": str(ended_before)}
+        return kwargs
 
     def _hold_item(
         self, lock_key: str, owner: Mapping[str, Any], constraint: str, model: str, until: int
@@ -413,10 +484,10 @@ def lock_expiry(item: Mapping[str, Any] | None, expires_name: str) -> int | None
 def is_lock_item(image: Mapping[str, Any]) -> bool:
     """Whether a stored item (DynamoDB JSON, e.g. a Streams image) is a lock item of this library.
 
-    Lock items carry their owner and constraint names in attributes no record may have (they are
-    refused as attribute names of unique models), so a Streams consumer can skip them.
+    Lock items carry their owner (or reservation) and constraint names in attributes no record may
+    have (they are refused as attribute names of unique models), so a Streams consumer can skip them.
     """
-    return OWNER_HASH in image and CONSTRAINT in image
+    return (OWNER_HASH in image or RESERVATION in image) and CONSTRAINT in image
 
 
 def create_lock_table(

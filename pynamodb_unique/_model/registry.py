@@ -304,6 +304,19 @@ def holds_locks(model: type[Model]) -> bool:
     return _cached("holds", model, lambda: any(constraints_of(m) and lock_table_id(m) == table for m in _registered()))
 
 
+def holds_reservations(model: type[Model]) -> bool:
+    """Whether reservations' lock items may live among ``model``'s records (``Meta.unique_reservations``)."""
+    table = table_id(model)
+    return _cached(
+        "reservations",
+        model,
+        lambda: any(
+            constraints_of(m) and getattr(m.Meta, "unique_reservations", False) and lock_table_id(m) == table
+            for m in _registered()
+        ),
+    )
+
+
 def family(model: type[Model]) -> list[type[Model]]:
     """The registered models sharing ``model``'s discriminator attribute (polymorphism), or just ``model``."""
     attribute = discriminator(model)

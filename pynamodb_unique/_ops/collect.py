@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from .._core.keys import LOCK_PREFIX
-from .._core.lockitem import is_held, lock_owner, lock_owner_model
+from .._core.lockitem import is_held, lock_owner, lock_owner_model, lock_reservation
 from .._model.context import context_of
 from .._model.filters import matches
 from .._model.locks import LockTable, is_lock_item, lock_expiry, ttl_attribute
@@ -269,9 +269,13 @@ class AuditReport:
         problems: every problem, by kind as :data:`ATTENTION` orders them (what needs a person
             first), then constraint (in ``constraints`` order), then lock key.
         held: release holds not yet ended (``hold=``): valid, counted apart from ``locks``.
-        expired: locks and holds whose expiry passed (an expired record's, an ended hold):
-            removable, and any record may take their values; DynamoDB's TTL deletes them. Not
-            problems: an expired record counts as gone, so its locks are not orphans.
+        expired: locks and holds whose expiry passed (an expired record's, an ended hold or
+            reservation): removable, and any record may take their values; DynamoDB's TTL deletes
+            them. Not problems: an expired record counts as gone, so its locks are not orphans.
+        reserved: reservations not yet ended (``Model.reserve()``): valid with no record, counted
+            apart from ``locks`` as holds are.
+        expired_reservations: the lock keys of reservations that ended (among ``expired``), which
+            ``repair(..., expired_reservations=True)`` deletes.
     """
 
     model: str
@@ -284,6 +288,8 @@ class AuditReport:
     problems: tuple[Problem, ...]
     held: int = 0
     expired: int = 0
+    reserved: int = 0
+    expired_reservations: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def clean(self) -> bool:
@@ -304,6 +310,7 @@ class AuditReport:
             "records": self.records,
             "locks": self.locks,
             "held": self.held,
+            "reserved": self.reserved,
             "expired": self.expired,
             "problems": [p.to_json() for p in self.problems],
         }
@@ -311,12 +318,18 @@ class AuditReport:
 
 #: The state of a lock that is a release hold.
 HELD_STATE: Final = "held"
+#: The state of a lock that is a reservation (it names no owner record).
+RESERVED_STATE: Final = "reserved"
+#: The states of a lock that is valid with no record holding its value, until it ends.
+UNHELD_STATES: Final = frozenset({HELD_STATE, RESERVED_STATE})
 
 
 def lock_state(locks: LockTable, item: Mapping[str, Any]) -> str:
-    """What a lock item says besides its owner: ``held`` (a release hold), its expiry in epoch seconds, or ``""``."""
+    """What a lock item says besides its owner: ``held``, ``reserved``, its expiry (epoch seconds), or ``""``."""
     if is_held(item):
         return HELD_STATE
+    if lock_reservation(item) is not None:
+        return RESERVED_STATE
     expiry = locks.expiry(item)
     return "" if expiry is None else str(expiry)
 
@@ -509,8 +522,10 @@ class Sorted:
             one of the scope's models other than the audited one: repair checks an owner that is
             no audited record (gone, or expired) as a record of that model.
         held: release holds not yet ended (``hold=``), among ``locks``: valid with no holder.
+        reserved: reservations not yet ended, among ``locks``: valid with no holder.
         expired: locks and holds whose expiry passed: anyone may take them, DynamoDB's TTL
             removes them; not among ``locks``.
+        expired_reservations: (lock key, token) of each reservation that ended, among ``expired``.
     """
 
     scanned: int = 0
@@ -521,6 +536,8 @@ class Sorted:
     owner_models: dict[str, type[UniqueMixin]] = field(default_factory=dict)
     held: int = 0
     expired: int = 0
+    reserved: int = 0
+    expired_reservations: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Collector:
@@ -533,7 +550,10 @@ class Collector:
         self.mutex = threading.Lock()
         self.scanned = 0
         self.held = 0
+        self.reserved = 0
         self.expired = 0
+        #: Reservations that ended: (lock key, token), for repair to delete on request.
+        self.expired_reservations: list[tuple[str, str]] = []
         #: The audit's clock: a record or lock whose expiry is before it counts as gone.
         self.now = time.time()
         self._ttl_names: dict[type[UniqueMixin], str | None] = {}
@@ -627,13 +647,8 @@ class Collector:
                         found.owner_models[lock_key] = owner_model
                     if kind == "retired":
                         found.retired.append((lock_key, owner))
-                    elif self.lock_table.expired(item, self.now):
-                        found.expired += 1
                     else:
-                        state = lock_state(self.lock_table, item)
-                        if state == HELD_STATE:
-                            found.held += 1
-                        found.locks.append((lock_key, owner, state))
+                        self._sort_lock(found, item, lock_key, owner)
             elif table is not None and (model := self.scope.owner(table, item)) is not None:
                 if self._expired_record(model, item):
                     continue
@@ -642,12 +657,28 @@ class Collector:
                 found.records.append((key, model, values, held))
         return found
 
+    def _sort_lock(self, found: Sorted, item: Mapping[str, Any], lock_key: str, owner: RecordKey | None) -> None:
+        """Count a lock of an audited namespace: ended (expired), or live with its state."""
+        if self.lock_table.expired(item, self.now):
+            found.expired += 1
+            if (token := lock_reservation(item)) is not None:
+                found.expired_reservations.append((lock_key, token))
+            return
+        state = lock_state(self.lock_table, item)
+        if state == HELD_STATE:
+            found.held += 1
+        elif state == RESERVED_STATE:
+            found.reserved += 1
+        found.locks.append((lock_key, owner, state))
+
     def merge(self, found: Sorted) -> None:
         """Take in what :meth:`sort` found (one merge per page, under the mutex)."""
         with self.mutex:
             self.scanned += found.scanned
             self.held += found.held
+            self.reserved += found.reserved
             self.expired += found.expired
+            self.expired_reservations += found.expired_reservations
             self.foreign_lock_names |= found.strangers
             for lock_key, owner, state in found.locks:
                 self.locks[lock_key] = owner
@@ -729,6 +760,8 @@ class Collector:
             problems=tuple(self.problems()),
             held=self.held,
             expired=self.expired,
+            reserved=self.reserved,
+            expired_reservations=tuple(sorted(self.expired_reservations)),
         )
 
     @property
@@ -751,15 +784,17 @@ class Collector:
             elif owner is _NO_LOCK:
                 kind = MissingLock
             elif owner != holder:
-                # Under another record's hold, the value is that record's until the hold ends.
-                kind = DuplicateValue if state == HELD_STATE else ForeignLock
+                # Under another record's hold, or a reservation, the value is theirs until it ends.
+                kind = DuplicateValue if state in UNHELD_STATES else ForeignLock
             elif state != record_state(*self.records[holder]):
                 kind = StaleLock
             else:
                 continue  # The usual case: the value's lock names its one holder, as its record says.
             found.append(self._problem(kind, lock_key, holder, None if owner is _NO_LOCK else owner))
-        # A hold no record holds is what it should be: the value stays reserved until it ends.
-        unheld = ((k, owner) for k, owner in locks.items() if k not in self.holders and states.get(k) != HELD_STATE)
+        # A hold or a reservation no record holds is what it should be: the value stays reserved until it ends.
+        unheld = (
+            (k, owner) for k, owner in locks.items() if k not in self.holders and states.get(k) not in UNHELD_STATES
+        )
         found.extend(self._unheld(OrphanedLock, k, owner) for k, owner in unheld)
         found.extend(self._unheld(RetiredLock, k, owner) for k, owner in self.retired.items())
         order = {name: i for i, name in enumerate(self.names_found)}

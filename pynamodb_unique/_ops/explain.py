@@ -13,7 +13,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from .._core.constraint import Constraint
-from .._core.lockitem import OwnerKey, lock_owner
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation
 from .._core.plan import RecordOp, Stored
 from .._model import records, snapshot
 from .._model.context import ModelContext, context_of
@@ -147,6 +147,9 @@ class LockInfo:
         held: whether the lock is a release hold (``hold=``): the value stays reserved for its
             former owner until ``expires``.
         expired: whether ``expires`` has passed: any record may take the value now.
+        reserved: whether the lock is a reservation (``Model.reserve()``): it names no owner
+            record, and holds the value until ``expires`` for whoever has its token.
+        reserved_by: the model class name that reserved the value, for a reservation.
         former: whether ``lock_key`` is the constraint's former form's (during a migration, a
             value held only under its former form).
     """
@@ -161,6 +164,8 @@ class LockInfo:
     expires: datetime | None = None
     held: bool = False
     expired: bool = False
+    reserved: bool = False
+    reserved_by: str | None = None
     former: bool = False
 
     def describe(self) -> str:
@@ -175,6 +180,9 @@ class LockInfo:
         if self.expired and self.expires is not None:
             when = self.expires.isoformat()
             return "\n".join([*lines, f"lock:       expired at {when}: any record may take the value"])
+        if self.reserved and self.expires is not None:
+            state = f"reserved by {self.reserved_by} until {self.expires.isoformat()} (a reservation: no record yet)"
+            return "\n".join([*lines, f"lock:       {state}"])
         if self.owner is None:
             return "\n".join([*lines, "owner:      none (the lock item names no owner)"])
         if self.held and self.expires is not None:
@@ -190,13 +198,13 @@ class LockInfo:
 
     @property
     def healthy(self) -> bool:
-        """Whether nothing is wrong: free; its owner's plain lock; a hold or an expired lock its owner no longer holds.
+        """Whether nothing is wrong: free; its owner's plain lock; a reservation; a hold or ended lock its owner lost.
 
         A live record's lock that is a hold or has expired is stale (audit: ``StaleLock``).
         """
         if not self.exists:
             return True
-        if self.expired or self.held:
+        if self.expired or self.held or self.reserved:
             return not self.owner_holds
         return bool(self.owner_holds)
 
@@ -213,6 +221,8 @@ class LockInfo:
             "expires": None if self.expires is None else self.expires.isoformat(),
             "held": self.held,
             "expired": self.expired,
+            "reserved": self.reserved,
+            "reserved_by": self.reserved_by,
             "former": self.former,
         }
 
@@ -312,6 +322,7 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
                 holds = held is not None and held[0] is constraint
     expiry = locks.expiry(item)
     expires = None if expiry is None else datetime.fromtimestamp(expiry, tz=UTC)
+    reserved = lock_reservation(item) is not None
     return LockInfo(
         constraint.name,
         parts,
@@ -321,7 +332,9 @@ def inspect(model: type[UniqueMixin], **values: Any) -> LockInfo:
         owner,
         holds,
         expires=expires,
-        held=locks.held_until(item) is not None,
+        held=locks.held_until(item) is not None and not reserved,
         expired=locks.expired(item),
+        reserved=reserved,
+        reserved_by=lock_owner_model(item) if reserved else None,
         former=found.former,
     )

@@ -128,6 +128,8 @@ class _Counts:
     held: int
     expired: int
     strangers: frozenset[str]
+    reserved: int = 0
+    expired_reservations: tuple[tuple[str, str], ...] = ()
 
 
 def _collector(share: _Share) -> Collector:
@@ -178,7 +180,9 @@ def _sort_share(share: _Share) -> _Counts:
         read_files(collector, plans, add_page, channel.put if channel is not None else None)
     finally:
         join.close()
-    return _Counts(collector.scanned, collector.held, collector.expired, frozenset(collector.foreign_lock_names))
+    strangers = frozenset(collector.foreign_lock_names)
+    ended = tuple(collector.expired_reservations)
+    return _Counts(collector.scanned, collector.held, collector.expired, strangers, collector.reserved, ended)
 
 
 def _split(plans: Sequence[Plan], workers: int) -> list[list[tuple[TableId, str, DataFile]]]:
@@ -255,6 +259,8 @@ def read_export_parallel(
         for found in counts:
             collector.scanned += found.scanned
             collector.held += found.held
+            collector.reserved += found.reserved
+            collector.expired_reservations += found.expired_reservations
             collector.expired += found.expired
             collector.foreign_lock_names |= found.strangers
         parts = [os.path.join(folder, name) for name in names]

@@ -10,11 +10,11 @@ from pynamodb.expressions.operand import Path
 from pynamodb.models import BatchWrite, Model
 from pynamodb.pagination import ResultIterator
 
-from .._core.constraint import OWNER_HASH
+from .._core.constraint import OWNER_HASH, RESERVATION
 from .._model import snapshot
 from .._model.context import context_of
 from .._model.locks import is_lock_item
-from .._model.registry import holds_locks, maintains_locks
+from .._model.registry import holds_locks, holds_reservations, maintains_locks
 from ..exceptions import UniqueError
 
 _T = TypeVar("_T", bound=Model)
@@ -36,6 +36,9 @@ def _hide_locks(model: type[Model], filter_condition: Condition | None) -> Condi
     if not holds_locks(model):
         return filter_condition
     no_lock = Path(OWNER_HASH).does_not_exist()
+    if holds_reservations(model):
+        # A reservation's lock names no owner record, only its token.
+        no_lock &= Path(RESERVATION).does_not_exist()
     return no_lock if filter_condition is None else filter_condition & no_lock
 
 

@@ -8,6 +8,7 @@ fix is skipped instead of undoing it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,7 @@ from .collect import (
     StaleLock,
     unique_planner,
 )
+from .reservations import remove_ended
 
 if TYPE_CHECKING:
     from pynamodb.exceptions import CancellationReason
@@ -97,11 +99,14 @@ class RepairReport:
         audit: the audit the fixes were planned from.
         fixes: one per problem, in the audit's order.
         applied: whether writes were allowed (False: a dry run, nothing was written).
+        reservations_removed: ended reservations deleted (``expired_reservations=True``), or
+            that would be in a dry run.
     """
 
     audit: AuditReport
     fixes: tuple[Fix, ...]
     applied: bool
+    reservations_removed: int = 0
 
     @property
     def remaining(self) -> tuple[Fix, ...]:
@@ -312,6 +317,7 @@ def repair(
     *,
     apply: bool = False,
     progress: Callable[[int], None] | None = None,
+    expired_reservations: bool = False,
 ) -> RepairReport:
     """Fix what is safely fixable in an audit's findings; a dry run unless ``apply=True``.
 
@@ -333,6 +339,8 @@ def repair(
         report: an audit of ``model``; audited now (one segment) when omitted.
         apply: write the fixes; otherwise nothing at all is written.
         progress: called with 1 after each fix sent.
+        expired_reservations: also delete the reservations the audit found ended (each on
+            condition that it is still that reservation; TTL would delete them later anyway).
 
     Returns:
         One :class:`Fix` per problem; ``clean`` when nothing is left to fix.
@@ -344,4 +352,7 @@ def repair(
             than a failed condition.
     """
     report = report if report is not None else audit(model)
-    return _fix(model, report, apply=apply, progress=progress)
+    repaired = _fix(model, report, apply=apply, progress=progress)
+    if not expired_reservations:
+        return repaired
+    return dataclasses.replace(repaired, reservations_removed=remove_ended(model, report, apply=apply))

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation
 from .._model.context import context_of
 from .._model.locks import LockTable
 from .._write.send import batch_read
@@ -61,7 +61,7 @@ def _checked(instance: Model, exclude: Iterable[str], attributes: Iterable[str])
     return excluded
 
 
-def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
+def validate_unique(instance: Model, exclude: Iterable[str] = (), tokens: frozenset[str] = frozenset()) -> None:
     """Raise :class:`UniqueViolation` when a value the instance would lock is held by another record.
 
     Every lock the instance's write would take (values normalized, hashed constraints hashed, a
@@ -73,6 +73,7 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
         instance: a unique model's instance, as a form filled it in.
         exclude: attribute names to leave unchecked (fields that failed other validation): a
             constraint whose attributes or condition read one of them is skipped.
+        tokens: the tokens of reservations the write will claim: their live locks are free too.
 
     Raises:
         UniqueViolation: every value held by another record, with its owner, message and code.
@@ -106,7 +107,7 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
         if item is None or constraint.name in reported or locks.expired(item, now):
             continue
         owner = lock_owner(item)
-        if owner is not None and owner == own:
+        if (owner is not None and owner == own) or lock_reservation(item) in tokens:
             continue
         reported.add(constraint.name)
         violations.append(
@@ -116,6 +117,7 @@ def validate_unique(instance: Model, exclude: Iterable[str] = ()) -> None:
                 instance,
                 lock_owner_model(item),
                 locks.held_until(item),
+                reserved=lock_reservation(item) is not None,
             )
         )
     if violations:

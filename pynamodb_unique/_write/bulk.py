@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
@@ -24,8 +24,9 @@ from pynamodb.models import Model
 
 from .._core.limits import MAX_TOKEN_LENGTH, RETRY_ATTEMPTS
 from .._core.lockitem import OwnerKey
-from .._core.outcome import Finding, RecordFailed, Unexplained, Violated, WriteFailed, decide, interpret
+from .._core.outcome import ClaimLost, Finding, RecordFailed, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import MAX_TRANSACTION_ACTIONS, LockPut, Plan, PlanAction, RecordWrite, Stored
+from .._core.reservation import claimed
 from .._model.context import ModelContext, context_of
 from .._model.seam import connection as model_connection
 from .._model.seam import serialized_key
@@ -33,6 +34,7 @@ from ..exceptions import InvalidUniqueValue, Violation
 from . import telemetry as _telemetry
 from .engine import Intent, after_success, plan_once, violation
 from .requests import build_request
+from .reserve import Reservation, claims_for
 from .send import request_clock, send_transaction
 
 _M = TypeVar("_M", bound=Model)
@@ -54,11 +56,14 @@ class BulkResult(Generic[_M]):
         violations: one :class:`Violation` per constraint an unsaved instance could not take
             (``.instance`` is the instance, ``.owner`` the holder's key), in input order.
         existing: instances whose key already held another record, left untouched, in input order.
+        lost: instances not written because a reservation they claimed (``reservations=``) no
+            longer held its values (it ended, was released or was claimed), in input order.
     """
 
     saved: tuple[_M, ...] = ()
     violations: tuple[Violation, ...] = ()
     existing: tuple[_M, ...] = ()
+    lost: tuple[_M, ...] = ()
 
 
 @dataclass
@@ -170,8 +175,10 @@ def _version(instance: Model) -> Any:
     return None
 
 
-def _record(index: int, instance: object) -> _Record:
+def _record(index: int, instance: object, reserved: Mapping[str, Reservation] | None = None) -> _Record:
     """Plan one create as ``save()`` of a new record would, refusing bad input before any request.
+
+    ``reserved``: the reservations of the input by lock key; the record claims those of its values.
 
     Raises:
         InvalidUniqueValue: a value cannot be keyed, the hash key is reserved, or the instance
@@ -203,6 +210,9 @@ def _record(index: int, instance: object) -> _Record:
     desired = context.values(instance)
     plan, desired = plan_once(context, "put", Stored(exists=False), desired)
     locks = context.locks()
+    if reserved:
+        mine = {id(r): r for put in plan.puts if (r := reserved.get(put.key)) is not None}
+        plan = claimed(plan, claims_for(context, locks, desired, mine.values()))
     now = None
     if locks.expiring:
         # Its lock Puts carry the time (expired locks are free): the same record (its key and the
@@ -231,12 +241,13 @@ def _lock_table(record: _Record) -> str:
     return record.context.locks().table_name
 
 
-def _prepare(instances: Sequence[object]) -> list[_Record]:
-    """Plan every record.
+def _prepare(instances: Sequence[object], reservations: Sequence[Reservation] = ()) -> list[_Record]:
+    """Plan every record, each claiming the reservations of its values.
 
     Raises:
-        InvalidUniqueValue: bad input (see :func:`_record`), two instances with one key, or models
-            on different endpoints (one transaction spans one region and account).
+        InvalidUniqueValue: bad input (see :func:`_record`), two instances with one key, models
+            on different endpoints (one transaction spans one region and account), or a
+            reservation no instance holds all the values of.
     """
     records: list[_Record] = []
     keys: set[tuple[str, OwnerKey]] = set()
@@ -244,14 +255,20 @@ def _prepare(instances: Sequence[object]) -> list[_Record]:
     if len(where) > 1:
         msg = f"bulk_save() sends one transaction per chunk: every model must share region and host, got {where}"
         raise InvalidUniqueValue(msg)
+    reserved = {key: r for r in reservations for key in getattr(r, "lock_keys", ())}
     for index, instance in enumerate(instances):
-        record = _record(index, instance)
+        record = _record(index, instance, reserved)
         key = (type(record.instance).Meta.table_name, record.owner)
         if key in keys:
             msg = f"bulk_save() got two instances with the key {record.owner} in {key[0]}"
             raise InvalidUniqueValue(msg)
         keys.add(key)
         records.append(record)
+    claimed_tokens = {put.claim for r in records if r.plan is not None for put in r.plan.puts}
+    unclaimed = [r for r in reservations if not isinstance(r, Reservation) or r.token not in claimed_tokens]
+    if unclaimed:
+        msg = f"bulk_save(): no instance holds every value of {len(unclaimed)} of the reservations given"
+        raise InvalidUniqueValue(msg)
     return records
 
 
@@ -377,6 +394,7 @@ class _Outcomes:
     saved: dict[int, _Record] = field(default_factory=dict)
     violations: dict[int, list[Violation]] = field(default_factory=dict)
     existing: dict[int, Model] = field(default_factory=dict)
+    lost: dict[int, Model] = field(default_factory=dict)
 
     def finish(self, chunk: _Chunk, sent: Future[None]) -> list[_Record]:
         """Read a chunk's send: its records are saved, or settled by its cancellation; return those to resend.
@@ -403,7 +421,9 @@ class _Outcomes:
         again = []
         for record in chunk.records:
             outcome = decide(found.get(id(record), []), frozenset(), create_only=True)
-            if isinstance(outcome, RecordFailed):
+            if isinstance(outcome, ClaimLost):
+                self.lost[record.index] = record.instance  # Its reservation no longer holds the value.
+            elif isinstance(outcome, RecordFailed):
                 stored_as_sent = _canonical(outcome.item) == record.items[0].get("Item")
                 if record.check is not None or outcome.locks or not stored_as_sent:
                     self.existing[record.index] = record.instance
@@ -438,6 +458,7 @@ def bulk_save(
     max_workers: int = 4,
     progress: Callable[[int], object] | None = None,
     run_id: str | None = None,
+    reservations: Iterable[Reservation] = (),
 ) -> BulkResult[_M]:
     """Create many new records with their locks, in concurrent TransactWriteItems.
 
@@ -462,6 +483,9 @@ def bulk_save(
             so importing records again within 10 minutes after deleting them would replay the
             first import (DynamoDB answers success and writes nothing): give each import of
             the same data its own ``run_id`` (and a rerun after a crash the same one).
+        reservations: reservations (``Model.reserve()``) to claim: each by the instance holding
+            all its values, in that record's transaction; one whose reservation no longer holds
+            its values is not written (``lost``).
 
     Returns:
         Where each instance went: saved, a violation, or an existing record left untouched. Saved
@@ -481,7 +505,7 @@ def bulk_save(
         msg = f"max_workers must be a positive integer, got {max_workers!r}"
         raise ValueError(msg)
     given = list(instances)
-    records = _prepare(given)
+    records = _prepare(given, tuple(reservations))
     outcomes = _Outcomes()
     # In waves: a record claiming a value an earlier record of the input claims waits for it.
     while records:
@@ -496,6 +520,7 @@ def bulk_save(
         saved=tuple(given[i] for i in sorted(outcomes.saved)),
         violations=tuple(v for i in sorted(outcomes.violations) for v in outcomes.violations[i]),
         existing=tuple(given[i] for i in sorted(outcomes.existing)),
+        lost=tuple(given[i] for i in sorted(outcomes.lost)),
     )
 
 

@@ -7,14 +7,14 @@ composed transactions read their reasons with the same :func:`interpret`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from pynamodb.models import Model
 
 from .._core.limits import MAX_PLANS
-from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model
-from .._core.outcome import Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation
+from .._core.outcome import ClaimLost, Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
     ABSENT,
     LockPut,
@@ -24,6 +24,7 @@ from .._core.plan import (
     RecordWrite,
     Stored,
 )
+from .._core.reservation import claimed
 from .._model import records, snapshot, updates
 from .._model.context import ModelContext
 from .._model.registry import stored_class
@@ -31,6 +32,7 @@ from .._model.seam import connection, update_kwargs
 from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
 from . import telemetry as _telemetry
 from .requests import OPERATIONS, and_conditions, build_request
+from .reserve import Reservation, lost
 from .send import (
     Request,
     conditional_check_error,
@@ -52,13 +54,14 @@ _NONE: Final[frozenset[str]] = frozenset()
 
 
 def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
-    """The violation a ``taken`` finding means, with the owner read from the lock item."""
+    """The violation a ``taken`` finding means, with the owner (or the reservation) read from the lock item."""
     action = finding.action
     assert isinstance(action, LockPut)  # noqa: S101 - only taken findings come here.
     c = action.constraint
     owner = context.decode_owner(lock_owner(finding.item))
     held_until = context.locks().held_until(finding.item)
-    return c.violation(action.values, owner, instance, lock_owner_model(finding.item), held_until)
+    reserved = lock_reservation(finding.item) is not None
+    return c.violation(action.values, owner, instance, lock_owner_model(finding.item), held_until, reserved=reserved)
 
 
 #: The unique values a write wants: fixed (a save's, a delete's none), or computed from what is
@@ -77,6 +80,9 @@ class Intent:
     token: str | None
     #: The record's owner key, serialized, when already computed (checking the key computes it).
     owner: OwnerKey | None = None
+    #: The reservations the write claims (``save(reservations=...)``), and their claims: lock key -> token.
+    reservations: tuple[Reservation, ...] = ()
+    claims: Mapping[str, str] = field(default_factory=dict)
 
 
 def intent_plan(
@@ -151,6 +157,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
             if step == MAX_PLANS:
                 _stale(context, instance, intent.op)
             plan, desired = plan_once(context, intent.op, assumed, desire, not_ours)
+            plan = claimed(plan, intent.claims)
             request = build_request(
                 context,
                 instance,
@@ -172,7 +179,7 @@ def write(context: ModelContext, instance: Model, intent: Intent, assumed: Store
             try:
                 response = send(sender, request, step_token, attempts=attempts)
             except WriteFailed as failure:
-                assumed, not_ours = _after_failure(context, instance, plan, failure, not_ours)
+                assumed, not_ours = _after_failure(context, instance, plan, failure, not_ours, intent.reservations)
                 if step + 1 < MAX_PLANS:
                     _telemetry.replanned(context.model.__name__, METHODS[intent.op], step + 2, MAX_PLANS)
                 step += 1
@@ -284,15 +291,25 @@ def refuse_other_class(context: ModelContext, item: dict[str, Any] | None) -> No
 
 
 def _after_failure(
-    context: ModelContext, instance: Model, plan: Plan, failure: WriteFailed, not_ours: frozenset[str]
+    context: ModelContext,
+    instance: Model,
+    plan: Plan,
+    failure: WriteFailed,
+    not_ours: frozenset[str],
+    reservations: tuple[Reservation, ...] = (),
 ) -> tuple[Stored, frozenset[str]]:
     """Read a failure: raise what the caller must see, or return what to re-plan from.
 
     Returns:
         The stored state to plan from, and the lock keys the next plan checks are not ours.
+
+    Raises:
+        ReservationLost: a claimed reservation no longer holds its values.
     """
     ours = frozenset({context.owner(instance)})
     outcome = decide(interpret([(action, ours) for action in plan.sent()], failure.reasons), not_ours)
+    if isinstance(outcome, ClaimLost):
+        raise lost(outcome.lost, reservations, failure.cause)
     if isinstance(outcome, Violated):
         violations = [violation(context, instance, f) for f in outcome.taken]
         _telemetry.violated(violations)

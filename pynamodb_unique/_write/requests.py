@@ -152,6 +152,9 @@ def lock_kwargs(
     codec = locks.codec
     if owner is None:
         owner = context.owner_fields(instance)
+    if isinstance(action, LockPut) and action.claim is not None:
+        model = type(instance).__name__
+        return codec.claim(action.key, owner, action.namespace, model, action.claim, expires=expires, now=now)
     if isinstance(action, LockPut):
         previous = None
         if previous_owner is not None:

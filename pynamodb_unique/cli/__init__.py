@@ -113,7 +113,10 @@ def audit_command(scanned: Scanned) -> None:
 @cli.command("repair")
 @scanning
 @click.option("--apply", is_flag=True, help="Write the fixes (without it: a dry run that writes nothing).")
-def repair_command(scanned: Scanned, apply: bool) -> None:
+@click.option(
+    "--expired-reservations", is_flag=True, help="Also delete ended reservations (TTL would delete them later)."
+)
+def repair_command(scanned: Scanned, apply: bool, expired_reservations: bool) -> None:
     """Audit, then fix what is safely fixable: a dry run unless --apply.
 
     Each fix is one small transaction whose conditions check that the records and the lock are
@@ -128,7 +131,7 @@ def repair_command(scanned: Scanned, apply: bool) -> None:
     """  # noqa: D301 - "\b" keeps click from rewrapping the example.
     model, report = scanned.model, scanned.report
     sends = [p for p in report.problems if p.fixable] if apply else []
-    run = functools.partial(repair, model, report, apply=apply)
+    run = functools.partial(repair, model, report, apply=apply, expired_reservations=expired_reservations)
     conclude("fix", scanned, len(sends), lambda update: run(progress=update), print_fixes, lambda r: r.clean)
 
 

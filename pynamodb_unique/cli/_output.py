@@ -123,6 +123,8 @@ def _print_counts(report: AuditReport) -> None:
     if report.held or report.expired:
         # Neither is a problem: holds are valid, expired locks are free and TTL deletes them.
         click.echo(f"{report.held} release holds, {report.expired} expired locks awaiting TTL deletion")
+    if report.reserved:
+        click.echo(f"{report.reserved} live reservations (values held for records not yet written)")
     counts = audit_counts(report)
     rows = dict(counts)
     if len(counts) > 1:
@@ -164,6 +166,7 @@ def fix_document(result: RepairReport) -> dict[str, Any]:
         "counts": {outcome: outcomes.count(outcome) for outcome in OUTCOMES},
         "clean": result.clean,
         "fixes": [_fix_json(fix) for fix in result.fixes],
+        "reservations_removed": result.reservations_removed,
     }
 
 
@@ -174,7 +177,10 @@ def _fix_json(fix: Fix) -> dict[str, Any]:
 def _fix_last_line(result: RepairReport) -> str:
     outcomes = [fix.outcome for fix in result.fixes]
     counts = ", ".join(f"{outcomes.count(o)} {o}" for o in OUTCOMES if o in outcomes)
-    if not result.applied and "planned" in outcomes:
+    if result.reservations_removed:
+        verb = "removed" if result.applied else "to remove"
+        counts = ", ".join(filter(None, (counts, f"{result.reservations_removed} ended reservations {verb}")))
+    if not result.applied and ("planned" in outcomes or result.reservations_removed):
         return f"dry run, nothing written: {counts}; run again with --apply to write"
     return f"done: {counts or 'nothing to do'}"
 

@@ -175,6 +175,7 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "records",
         "locks",
         "held",
+        "reserved",
         "expired",
         "constraints",
         "counts",
@@ -182,7 +183,7 @@ def test_audit_command__json_document(legacy: tuple[Any, list[str]]) -> None:
         "problems",
     }
     assert document["constraints"] == ["EMAIL", "HANDLE", "TENANT_SLUG"]
-    assert (document["held"], document["expired"]) == (0, 0)
+    assert (document["held"], document["reserved"], document["expired"]) == (0, 0, 0)
     assert document["counts"]["EMAIL"] == {
         "orphaned": 1,
         "missing": 1 + LEGACY,
@@ -208,7 +209,8 @@ def test_repair_command__json_document(legacy: tuple[Any, list[str]]) -> None:
     """repair --json: the audit document, whether writes were applied, counts of outcomes, clean, each fix."""
     _, target = legacy
     dry = json.loads(_run("repair", *target, "--json").stdout)
-    assert set(dry) == {"audit", "applied", "counts", "clean", "fixes"}
+    assert set(dry) == {"audit", "applied", "counts", "clean", "fixes", "reservations_removed"}
+    assert dry["reservations_removed"] == 0
     assert dry["applied"] is False
     assert dry["counts"] == {"applied": 0, "planned": PROBLEMS - 1, "skipped": 0, "left": 1}
     assert dry["audit"]["counts"]["HANDLE"]["foreign"] == 1

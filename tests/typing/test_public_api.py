@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, assert_type
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -61,6 +62,31 @@ def check_writes(instance: Typed) -> None:
     with TransactWrite() as tx:
         tx.save(instance)
         tx.update(instance, actions=[Typed.email.set("y")])
+
+
+def check_reservations(instance: Typed) -> None:
+    """Checked by mypy only: a reservation is typed, and the writes take it."""
+    reservation = Typed.reserve(ttl=timedelta(minutes=5), email="x")
+    assert_type(reservation, pynamodb_unique.Reservation)
+    assert_type(reservation.held_until, datetime)
+    assert_type(reservation.lock_keys, tuple[str, ...])
+    assert_type(reservation.token, str)
+    assert_type(reservation.release(), bool)
+    assert_type(instance.save(reservations=[reservation]), dict[str, Any])
+    assert_type(pynamodb_unique.bulk_save([instance], reservations=[reservation]).lost, tuple[Typed, ...])
+    with TransactWrite() as tx:
+        tx.save(instance, reservations=[reservation])
+
+
+def test_types__reservation_lost_names_its_reservations() -> None:
+    """ReservationLost is a UniqueError carrying the reservations and constraint names it lost."""
+    error = pynamodb_unique.ReservationLost([], ["EMAIL"], "lost")
+    assert_type(error.reservations, tuple[Any, ...])
+    assert_type(error.constraints, tuple[str, ...])
+    assert isinstance(error, UniqueError)
+    assert str(error) == "lost"
+    violation = Violation("EMAIL", ("email",), ("e",), None, reserved=True)
+    assert_type(violation.reserved, bool)
 
 
 def test_types__iam_policy_is_a_json_document() -> None:
