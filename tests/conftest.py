@@ -1,15 +1,20 @@
 """Pytest fixtures for running tests on two DynamoDB backends: moto (in-process) and dynoxide.
 
-- ``backend``: parametrized over ``moto`` and ``dynoxide`` (the latter marked ``integration``),
-  yields :class:`_backends.Backend`. Bind models to it with :func:`_backends.bind_model`.
+- ``backend``: moto, or the backends a ``backends("moto", "dynoxide")`` marker names (dynoxide's
+  runs are marked ``integration``); yields :class:`_backends.Backend`. Bind models to it with
+  :func:`_backends.bind_model`.
 - ``dynoxide_endpoint`` (session): URL of a dynoxide server started for the session.
 - ``moto_backend``: ``moto.mock_aws()`` active for the test.
 - ``aws_env`` (autouse): fake credentials/region, no profile, no endpoint overrides.
+- ``accounts``: ``models.Account`` bound to ``backend``; ``tickets``: ``models.Ticket`` with its lock table.
+
+Shared models live in ``tests/models.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -23,14 +28,26 @@ if str(TESTS_DIR) not in sys.path:  # make `import _backends` work in any pytest
     sys.path.insert(0, str(TESTS_DIR))
 
 import _dynoxide  # noqa: E402
+import botocore.session  # noqa: E402
 import moto  # noqa: E402  (import early: moto hooks botocore clients created after its import)
-from _backends import AWS_ENV_REMOVED, Backend  # noqa: E402
+from _backends import AWS_ENV_REMOVED, Backend, bind_model  # noqa: E402
+from models import Account, Ticket  # noqa: E402
+
+from pynamodb_unique import create_lock_table  # noqa: E402
+
+# Each model a test binds gets its own PynamoDB Connection, hence its own botocore session, whose
+# new loader parses botocore's JSON data again (about 0.2 s a model); one loader serves them all.
+botocore.session.create_loader = functools.cache(botocore.session.create_loader)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "integration: runs against a dynoxide server (DynamoDB-compatible binary from npm)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): the backends ('moto', 'dynoxide') a test taking the backend fixture runs on",
     )
 
 
@@ -89,19 +106,58 @@ def dynoxide_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield url
 
 
-# --- both ----------------------------------------------------------------------------------
+# --- moto, dynoxide or both ----------------------------------------------------------------
+
+#: Where a test taking ``backend`` runs unless marked ``backends(...)``: single-process behaviour
+#: on moto; a test where a real server matters (atomicity, tokens, HTTP, concurrency, server
+#: errors) names dynoxide too, or only.
+DEFAULT_BACKENDS = ("moto",)
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("moto", id="moto"),
-        pytest.param("dynoxide", id="dynoxide", marks=pytest.mark.integration),
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``backend`` over the backends the test's ``backends`` marker names (default moto)."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("backends")
+    names = marker.args if marker is not None else DEFAULT_BACKENDS
+    unknown = set(names) - {"moto", "dynoxide"}
+    if not names or unknown:
+        msg = f"backends(...) takes 'moto' and/or 'dynoxide', got {names!r}"
+        raise pytest.UsageError(msg)
+    params = [
+        pytest.param(name, id=name, marks=[pytest.mark.integration] if name == "dynoxide" else []) for name in names
     ]
-)
+    metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """The DynamoDB to test against; bind models with ``bind_model(Model, backend)``."""
+    """The DynamoDB to test against; bind models with ``bind_model(Model, backend)``.
+
+    Moto unless the test (or its module, with ``pytestmark``) is marked
+    ``@pytest.mark.backends("moto", "dynoxide")`` or ``@pytest.mark.backends("dynoxide")``.
+    """
     if request.param == "moto":
         request.getfixturevalue("moto_backend")
         yield Backend(name="moto", host=None)
     else:
         yield Backend(name="dynoxide", host=request.getfixturevalue("dynoxide_endpoint"))
+
+
+# --- shared model fixtures -------------------------------------------------------------------
+
+
+@pytest.fixture
+def accounts(backend: Backend) -> type[Account]:
+    """``models.Account`` (the issue's example) in a table of its own on the test's backend."""
+    return bind_model(Account, backend)
+
+
+@pytest.fixture
+def tickets(backend: Backend) -> type[Ticket]:
+    """``models.Ticket`` on the test's backend, with its lock table (``<table>-locks``) created."""
+    model = bind_model(Ticket, backend, create=False)
+    model.Meta.unique_lock_table = f"{model.Meta.table_name}-locks"  # type: ignore[attr-defined]
+    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    create_lock_table(model, wait=True)
+    return model

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import JSONAttribute, MapAttribute, NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
+
+#: The HMAC key of the hashed constraints below.
+SECRET = b"test-secret-32-bytes-long-000000"
 
 
 class Account(UniqueMixin, Model):
@@ -55,3 +58,141 @@ class Plugin(UniqueMixin, Model):
     name = UnicodeAttribute(hash_key=True)
     version = UnicodeAttribute(range_key=True)
     latest = UnicodeAttribute(null=True)
+
+
+class Member(UniqueMixin, Model):
+    """Soft-deleted members give their handle back (partial); phones and emails never appear in keys (hashed)."""
+
+    class Meta:
+        table_name = "members"
+        region = "us-east-1"
+        unique_secret = SECRET
+        unique_constraints = [
+            UniqueConstraint("handle", name="ACTIVE_HANDLE", condition=lambda item: item.status != "deleted"),
+            UniqueConstraint("org", "phone", name="ORG_PHONE", hashed=True),
+        ]
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="MEMBER")
+    handle = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(null=True, default="active")
+    org = UnicodeAttribute(null=True)
+    phone = UnicodeAttribute(null=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True)
+
+
+class Customer(UniqueMixin, Model):
+    """Customers of a single-table design: their records have SK = CUSTOMER.
+
+    Shares its table with :class:`Employee`; a test sets each model's ``Meta.unique_item_filter``
+    (or leaves it out, to see the tools refuse to guess).
+    """
+
+    class Meta:
+        table_name = "shop"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="CUSTOMER")
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="CUSTOMER_EMAIL")
+
+
+class Employee(UniqueMixin, Model):
+    """Employees in the same table as :class:`Customer`: a unique badge; their email is not unique among employees."""
+
+    class Meta:
+        table_name = "shop"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
+    badge = UniqueAttribute(UnicodeAttribute(null=True))
+    email = UnicodeAttribute(null=True)
+
+
+class Ticket(UniqueMixin, Model):
+    """A numeric hash key: its locks live in a table of their own, their owners typed N."""
+
+    class Meta:
+        table_name = "tickets"
+        region = "us-east-1"
+        unique_lock_table = "ticket-locks"  # Named after the records' table when bound (the tickets fixture).
+
+    id = NumberAttribute(hash_key=True)
+    code = UniqueAttribute(UnicodeAttribute(), normalize=str.upper)
+
+
+class Contact(UniqueMixin, Model):
+    """One unique attribute (email), nothing else special."""
+
+    class Meta:
+        table_name = "contacts"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="EMAIL")
+    bio = UnicodeAttribute(null=True)
+
+
+class Defaulted(UniqueMixin, Model):
+    """A partial constraint whose condition attribute has a fixed default (applied by PynamoDB's load).
+
+    ``status`` defaults to "live": a stored item without it loads as live, so its email takes a
+    lock.
+    """
+
+    class Meta:
+        table_name = "defaulted"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    status = UnicodeAttribute(default="live")
+    bio = UnicodeAttribute(null=True)
+
+
+class Flagged(UniqueMixin, Model):
+    """A partial constraint whose condition reads a raw MapAttribute (``r.flags.active``), as users read one."""
+
+    class Meta:
+        table_name = "flagged"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="ACTIVE_EMAIL",
+                condition=lambda r: r.flags is not None and bool(r.flags.active),
+                condition_attributes=("flags",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
+    bio = UnicodeAttribute(null=True)
+
+
+class JsonConditioned(UniqueMixin, Model):
+    """A partial constraint whose condition reads a JSONAttribute: DynamoDB type S, a dict in Python."""
+
+    class Meta:
+        table_name = "json-conditioned"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="JSON_EMAIL",
+                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
+                condition_attributes=("meta",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    meta = JSONAttribute(null=True)
+    bio = UnicodeAttribute(null=True)

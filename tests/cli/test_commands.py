@@ -1,4 +1,7 @@
-"""The pynamodb-unique command end to end: click's runner on moto and dynoxide, and the installed script."""
+"""The pynamodb-unique command end to end: click's runner, and the installed script.
+
+The runner's commands run on moto; repair runs on dynoxide too, reached through ``--endpoint``.
+"""
 
 from __future__ import annotations
 
@@ -108,6 +111,7 @@ def test_audit_command__clean_table_exits_0(user_model: tuple[Any, list[str]]) -
     assert result.output.splitlines()[-1] == "clean: every lock matches a live value"
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_repair_command__dry_run_then_apply(user_model: tuple[Any, list[str]]) -> None:
     """The dry run writes nothing and exits 1; --apply fixes all but the duplicate; then exit 0."""
     model, target = user_model

@@ -1,4 +1,7 @@
-"""``pynamodb-unique migrate`` and the retired locks in ``audit``'s output, on moto and dynoxide."""
+"""``pynamodb-unique migrate`` and the retired locks in ``audit``'s output.
+
+On moto; migrate runs on dynoxide too, reached through ``--endpoint``.
+"""
 
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ def _run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_migrate_command__dry_run_apply_resolve_done(account: Any) -> None:
     """Dry run (nothing written, exit 1), --apply (conflict left, exit 1), then done once resolved (exit 0)."""
     model, target = account

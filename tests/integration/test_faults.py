@@ -46,6 +46,9 @@ from pynamodb_unique import (
 from pynamodb_unique._model.context import ModelContext
 from pynamodb_unique._write import send as _send
 
+# Faults reach botocore's HTTP layer: against the real server only.
+pytestmark = pytest.mark.backends("dynoxide")
+
 PK = "ACCT#a1f9c3"
 ADA = "ada@lovelace.io"
 NEW = "countess@lovelace.io"
@@ -326,11 +329,6 @@ SCENARIOS = [CREATE, CHANGE, UPDATE_CHANGE, NON_UNIQUE_SAVE, NON_UNIQUE_UPDATE, 
 #: Operations whose writes the library sends itself (with its token and retries).
 LIBRARY_SENT = [CREATE, CHANGE, UPDATE_CHANGE, NON_UNIQUE_SAVE, DELETE, OVERWRITE]
 TRANSACTIONAL = [CREATE, CHANGE, UPDATE_CHANGE, DELETE, OVERWRITE]
-
-
-@pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from _backends import Backend, bind_model
 from _invariant import locks_and_records, raw_items
 from _reservations import Signup, end
@@ -21,6 +22,9 @@ from pynamodb_unique import Reservation, ReservationLost, UniqueViolation
 
 PKS = ("A", "B", "C")
 VALUES = ("u1", "u2", "u3")
+# As tests/integration/test_state_machine.py: against the real server.
+pytestmark = pytest.mark.backends("dynoxide")
+
 EXAMPLES = {"moto": 30, "dynoxide": 40}
 STEPS = 20
 

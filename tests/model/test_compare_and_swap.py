@@ -1,12 +1,12 @@
 """What is stored, as PynamoDB loads it: the record's compare-and-swap and "did the caller's condition fail?".
 
-Written by a review of the write path. The library's view of a stored record is the one PynamoDB's
+The library's view of a stored record is the one PynamoDB's
 load gives (an absent attribute holds its fixed default), so the compare-and-swap accepts an
 absent attribute where the view holds its default; values are compared as DynamoDB stores them
 (a ``MapAttribute`` compares by identity in Python), copied when they can change in place (a
 ``JSONAttribute``'s dict), and an empty set is no value (PynamoDB stores it as no attribute).
-Probes of the request builders and key serializers on numeric, binary and hash-only keys,
-versions, polymorphism and tokens complete it.
+The request builders and key serializers on numeric, binary and hash-only keys, versions,
+polymorphism and tokens complete it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _damage import _context
 from _invariant import assert_invariant
+from models import Defaulted, Flagged, JsonConditioned
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
-    JSONAttribute,
-    MapAttribute,
     NumberAttribute,
     TTLAttribute,
     UnicodeAttribute,
@@ -56,65 +55,6 @@ M = TypeVar("M", bound=Model)
 # --- models ----------------------------------------------------------------------------------
 
 
-class DefaultedView(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a default (applied by PynamoDB's load)."""
-
-    class Meta:
-        table_name = "stored-view-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAILView", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
-    bio = UnicodeAttribute(null=True)
-
-
-class FlaggedView(UniqueMixin, Model):
-    """A partial constraint whose condition reads a raw MapAttribute."""
-
-    class Meta:
-        table_name = "stored-view-flagged"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="ACTIVE_EMAILView",
-                condition=lambda r: r.flags is not None and bool(r.flags.active),
-                condition_attributes=("flags",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
-    bio = UnicodeAttribute(null=True)
-
-
-class JsonedView(UniqueMixin, Model):
-    """A partial constraint whose condition reads a JSONAttribute: DynamoDB type S, a dict in Python."""
-
-    class Meta:
-        table_name = "stored-view-jsoned"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="JSON_EMAILView",
-                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
-                condition_attributes=("meta",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    meta = JSONAttribute(null=True)
-
-
 class TaggedView(UniqueMixin, Model):
     """A partial constraint whose condition reads a string set (an empty set is stored as nothing)."""
 
@@ -124,7 +64,7 @@ class TaggedView(UniqueMixin, Model):
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="TAGGED_EMAILView",
+                name="TAGGED_EMAIL",
                 condition=lambda r: not r.tags or "banned" not in r.tags,
                 condition_attributes=("tags",),
             )
@@ -201,9 +141,9 @@ def _with_locks(model: type[M]) -> type[M]:
 # --- a defaulted condition attribute: the load applies the default, the item lacks it -------
 
 
-def _defaulted_without_status() -> type[DefaultedView]:
+def _defaulted_without_status() -> type[Defaulted]:
     """A record whose ``status`` was removed through the library: the item lacks it, a load says "live"."""
-    model = bind_model(DefaultedView, MOTO)
+    model = bind_model(Defaulted, MOTO)
     model(pk="r1", email="e@x.io").save()
     model.get("r1").update(actions=[model.status.remove()])
     loaded = model.get("r1")
@@ -264,7 +204,7 @@ def test_map_condition_attribute__caller_condition_fails__condition_failed(moto_
     looks the same as the snapshot and each failure re-plans. PynamoDB raises PutError/DeleteError
     for the failed condition at once.
     """
-    model = bind_model(FlaggedView, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     loaded = model.get("a")
     write = loaded.save if op == "save" else loaded.delete
@@ -281,7 +221,7 @@ def test_map_condition_attribute__transact_write_caller_condition__transact_writ
     The class docstring (and PynamoDB) promise TransactWriteError for the caller's own condition;
     ``_record_problem`` compares the re-read item with the snapshot by ``==``, false for a map.
     """
-    model = bind_model(FlaggedView, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     loaded = model.get("a")
     with pytest.raises(TransactWriteError) as info, TransactWrite() as tx:
@@ -300,7 +240,7 @@ def test_json_condition_attribute_changed_in_place_after_save__one_request(moto_
     its compare-and-swap fails, and it is sent again (PutItem, then TransactWriteItems), where the
     same change of a MapAttribute goes in one request (tests/model/test_requests_equal_pynamodb.py).
     """
-    model = bind_model(JsonedView, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     record = model(pk="a", email="a@x.io", meta={"active": True})
     record.save()
     assert model.unique_owner(email="a@x.io") == ("a",)
@@ -335,7 +275,7 @@ def test_empty_set_condition_attribute__second_write_succeeds(moto_backend: None
     assert model.unique_owner(email="b@x.io" if second == "update" else "a@x.io") == ("a",)
 
 
-# --- probes that pass: keys, versions, polymorphism, tokens ----------------------------------
+# --- keys, versions, polymorphism, tokens ---------------------------------------------------
 
 
 def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:
@@ -407,7 +347,7 @@ def test_map_condition_attribute__set_by_update__condition_sees_a_map(moto_backe
     so ``r.flags.active`` fails. save() with the same map, and a loaded record, give the condition
     a MapAttribute (what PynamoDB's ``__set__`` and load make of it), as a condition expects.
     """
-    model = bind_model(FlaggedView, MOTO)
+    model = bind_model(Flagged, MOTO)
     record = model(pk="a", email="a@x.io", flags={"active": True})
     record.save()
     record.update(actions=[model.flags.set({"active": False})])
@@ -419,7 +359,7 @@ def test_map_condition_attribute__set_by_update__condition_sees_a_map(moto_backe
 
 def test_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(moto_backend: None) -> None:
     """a record saved with its default, loaded again, saves in one PutItem (the item holds the default)."""
-    model = bind_model(DefaultedView, MOTO)
+    model = bind_model(Defaulted, MOTO)
     model(pk="r1", email="e@x.io").save()
     loaded = model.get("r1")
     loaded.bio = "x"
@@ -505,10 +445,10 @@ def test_audit__defaulted_condition_attribute_absent__lock_expected(moto_backend
     audit must judge the item as PynamoDB loads it too, so a record written without the
     attribute by another writer is reported as missing its lock, and repair creates it.
     """
-    model = bind_model(DefaultedView, MOTO)
+    model = bind_model(Defaulted, MOTO)
     model._get_connection().put_item("r1", attributes={"email": {"S": "e@x.io"}})
     report = audit(model)
-    assert [(type(p).__name__, p.lock_key) for p in report.problems] == [("MissingLock", "UNIQ#LIVE_EMAILView#e@x.io")]
+    assert [(type(p).__name__, p.lock_key) for p in report.problems] == [("MissingLock", "UNIQ#LIVE_EMAIL#e@x.io")]
     assert repair(model, apply=True).applied == 1
     assert model.unique_owner(email="e@x.io") == ("r1",)
     assert audit(model).problems == ()
@@ -523,7 +463,7 @@ def test_guard__defaulted_value__absent_or_equal__as_pynamodb_serializes_it(moto
     The guard's text is compiled once per shape and its values numbered apart from PynamoDB's
     serializer: both must give PynamoDB's own request for the same condition.
     """
-    model = bind_model(DefaultedView, MOTO)
+    model = bind_model(Defaulted, MOTO)
     context = _context(model)
     planner = context.planner
     instance = model(pk="r1", email="n@x.io")

@@ -1,7 +1,4 @@
-"""The believed-gone delete guard: its compiled values against PynamoDB's numbering, and what it releases.
-
-From a review: ``test_probe_*`` tests pin behaviour the review checked and found right.
-"""
+"""The believed-gone delete guard: its compiled values against PynamoDB's numbering, and what it releases."""
 
 from __future__ import annotations
 
@@ -21,11 +18,11 @@ from pynamodb_unique._write.requests import guard_condition
 # --- models ----------------------------------------------------------------------------------
 
 
-class PetR8(UniqueMixin, Model):
+class Pet(UniqueMixin, Model):
     """A polymorphic family whose root stores no discriminator value (kind None)."""
 
     class Meta:
-        table_name = "review-eighth-pets"
+        table_name = "guard-pets"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -34,23 +31,23 @@ class PetR8(UniqueMixin, Model):
     note = UnicodeAttribute(null=True)
 
 
-class DogR8(PetR8, discriminator="dog"):
+class Dog(Pet, discriminator="dog"):
     pass
 
 
-class CatR8(PetR8, discriminator="cat"):
+class Cat(Pet, discriminator="cat"):
     chip = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class BirdR8(PetR8, discriminator="bird"):
+class Bird(Pet, discriminator="bird"):
     """No constraint of its own: a relative keeps locks."""
 
 
-class ThingR8(UniqueMixin, Model):
+class Thing(UniqueMixin, Model):
     """Polymorphic, fixed defaults: one holding a lock (``label``), one read by a partial condition."""
 
     class Meta:
-        table_name = "review-eighth-things"
+        table_name = "guard-things"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -58,19 +55,19 @@ class ThingR8(UniqueMixin, Model):
     label = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class BoxR8(ThingR8, discriminator="box"):
+class Box(Thing, discriminator="box"):
     """A fixed default that holds a lock: the believed-gone guard is "gone" alone."""
 
     size = UniqueAttribute(UnicodeAttribute(null=True, default="small"))
 
 
-class TagR8(ThingR8, discriminator="tag"):
+class Tag(Thing, discriminator="tag"):
     """Fixed defaults that hold no lock (the partial condition fails on them): "gone, or bare"."""
 
-    class Meta(ThingR8.Meta):
+    class Meta(Thing.Meta):
         unique_constraints = [
             UniqueConstraint(
-                "email", name="VIP_EMAILR8", condition=lambda r: "vip" in (r.tags or ()), condition_attributes=("tags",)
+                "email", name="VIP_EMAIL", condition=lambda r: "vip" in (r.tags or ()), condition_attributes=("tags",)
             )
         ]
 
@@ -78,13 +75,13 @@ class TagR8(ThingR8, discriminator="tag"):
     tags = UnicodeSetAttribute(null=True, default=frozenset({"plain"}))
 
 
-class FlatR8(UniqueMixin, Model):
+class Flat(UniqueMixin, Model):
     """Not polymorphic, with a fixed default holding no lock (composite with an absent part)."""
 
     class Meta:
-        table_name = "review-eighth-flat"
+        table_name = "guard-flat"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("a", "b", name="AB_R8")]
+        unique_constraints = [UniqueConstraint("a", "b", name="AB")]
 
     pk = UnicodeAttribute(hash_key=True)
     a = UnicodeAttribute(null=True, default="x")
@@ -111,7 +108,7 @@ def _family_invariant(model: type[Any]) -> None:
     assert actual_locks(model) == expected
 
 
-PLANNERS = [PetR8, DogR8, CatR8, BirdR8, BoxR8, TagR8, FlatR8]
+PLANNERS = [Pet, Dog, Cat, Bird, Box, Tag, Flat]
 STORED = [
     ABSENT,
     Stored(exists=True),
@@ -154,9 +151,9 @@ def test_guard_condition__believed_gone__per_planner() -> None:
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         assert guard_condition(guard)["ConditionExpression"] == condition.serialize(names, values)
-    assert _planner(BoxR8).defaults_hold_locks
-    assert not _planner(TagR8).defaults_hold_locks
-    assert not _planner(FlatR8).defaults_hold_locks
+    assert _planner(Box).defaults_hold_locks
+    assert not _planner(Tag).defaults_hold_locks
+    assert not _planner(Flat).defaults_hold_locks
 
 
 # --- the believed-gone delete against DynamoDB (moto) -----------------------------------------
@@ -172,81 +169,81 @@ def _gone(model: type[Any], pk: str, **values: Any) -> Any:
 
 def test_delete__believed_gone__own_class_recreated_with_values__releases(moto_backend: None) -> None:
     """A Dog recreated under the key with a name: the believed-gone Dog delete releases its lock."""
-    PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(DogR8, "a", name="rex")
-    DogR8(pk="a", name="fido").save()
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Dog, "a", name="rex")
+    Dog(pk="a", name="fido").save()
     d.delete()
-    assert list(PetR8.scan(consistent_read=True)) == []
-    _family_invariant(PetR8)
-    DogR8(pk="b", name="fido").save()
-    _family_invariant(PetR8)
+    assert list(Pet.scan(consistent_read=True)) == []
+    _family_invariant(Pet)
+    Dog(pk="b", name="fido").save()
+    _family_invariant(Pet)
 
 
 def test_delete__believed_gone__sibling_recreated_with_values__not_taken_as_bare(moto_backend: None) -> None:
     """A Cat with a chip under a believed-gone Dog's key: the bare Dog check must not pass; locks stay matched."""
-    PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(DogR8, "s")
-    CatR8(pk="s", chip="c1").save()
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Dog, "s")
+    Cat(pk="s", chip="c1").save()
     d.delete()
     # Whatever the delete did with the Cat, the locks match the live values.
-    _family_invariant(PetR8)
-    remaining = list(PetR8.scan(consistent_read=True))
+    _family_invariant(Pet)
+    remaining = list(Pet.scan(consistent_read=True))
     if not remaining:
-        CatR8(pk="t", chip="c1").save()
-        _family_invariant(PetR8)
+        Cat(pk="t", chip="c1").save()
+        _family_invariant(Pet)
 
 
 def test_delete__believed_gone__sibling_bare_cat__dog_check_fails_first(moto_backend: None) -> None:
     """A bare Cat (chip and name absent) under a Dog's key: the Dog's bare check fails on the class (two requests)."""
-    PetR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(DogR8, "u")
-    CatR8(pk="u").save()
-    with RequestCounter(PetR8) as counter:
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Dog, "u")
+    Cat(pk="u").save()
+    with RequestCounter(Pet) as counter:
         d.delete()
     assert counter.count() >= 2, counter.operations
-    _family_invariant(PetR8)
+    _family_invariant(Pet)
 
 
 def test_delete__believed_gone__default_holding_lock__releases(moto_backend: None) -> None:
-    """BoxR8 recreated bare holds its "small" lock: the "gone"-alone guard fails and the retry releases it."""
-    ThingR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(BoxR8, "b")
-    BoxR8(pk="b").save()
-    _family_invariant(ThingR8)
+    """Box recreated bare holds its "small" lock: the "gone"-alone guard fails and the retry releases it."""
+    Thing.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Box, "b")
+    Box(pk="b").save()
+    _family_invariant(Thing)
     d.delete()
-    assert list(ThingR8.scan(consistent_read=True)) == []
-    _family_invariant(ThingR8)
-    BoxR8(pk="b2").save()
-    _family_invariant(ThingR8)
+    assert list(Thing.scan(consistent_read=True)) == []
+    _family_invariant(Thing)
+    Box(pk="b2").save()
+    _family_invariant(Thing)
 
 
 @pytest.mark.parametrize("tags", [None, set(), {"vip"}])
 def test_delete__believed_gone__partial_default__releases(moto_backend: None, tags: Any) -> None:
-    """TagR8 recreated with an email (vip or not, tags empty): the believed-gone delete leaves the invariant."""
-    ThingR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(TagR8, "t")
-    TagR8(pk="t", email="e@x.io", tags=tags).save()
-    _family_invariant(ThingR8)
+    """Tag recreated with an email (vip or not, tags empty): the believed-gone delete leaves the invariant."""
+    Thing.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Tag, "t")
+    Tag(pk="t", email="e@x.io", tags=tags).save()
+    _family_invariant(Thing)
     d.delete()
-    assert list(ThingR8.scan(consistent_read=True)) == []
-    _family_invariant(ThingR8)
-    TagR8(pk="t2", email="e@x.io", tags={"vip"}).save()
-    _family_invariant(ThingR8)
+    assert list(Thing.scan(consistent_read=True)) == []
+    _family_invariant(Thing)
+    Tag(pk="t2", email="e@x.io", tags={"vip"}).save()
+    _family_invariant(Thing)
 
 
 def test_delete__believed_gone__recreated_holding_only_defaults__one_request(moto_backend: None) -> None:
-    """FlatR8 recreated with no value set: PynamoDB's save stores a="x" (its default), b absent, no lock.
+    """Flat recreated with no value set: PynamoDB's save stores a="x" (its default), b absent, no lock.
 
     Before the fix, the "gone, or holding no unique value" guard required every attribute
     absent/NULL, so an item holding its fixed default (what every PynamoDB save writes) failed it:
     the delete read ALL_OLD and sent a second DeleteItem. The guard now checks "absent, NULL or
     equal to the fixed default".
     """
-    FlatR8.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    d = _gone(FlatR8, "f", b="b")
-    FlatR8(pk="f").save()
-    with RequestCounter(FlatR8) as counter:
+    Flat.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    d = _gone(Flat, "f", b="b")
+    Flat(pk="f").save()
+    with RequestCounter(Flat) as counter:
         d.delete()
     assert counter.count() == 1, counter.operations
-    assert list(FlatR8.scan(consistent_read=True)) == []
-    assert_invariant(FlatR8)
+    assert list(Flat.scan(consistent_read=True)) == []
+    assert_invariant(Flat)

@@ -178,6 +178,7 @@ def test_no_constraint__scan_and_query__no_filter_expression(backend: Backend) -
     assert mine == theirs
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_no_constraint__version_conflict__put_error_conditional_check_failed(backend: Backend) -> None:
     """A stale VersionAttribute raises PynamoDB's PutError whose cause is ConditionalCheckFailedException."""
     thing, plain = _things(backend, versioned=True)
@@ -199,6 +200,7 @@ def test_no_constraint__version_conflict__put_error_conditional_check_failed(bac
     assert _sent(counter) == _sent(plain_counter)
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_no_constraint__caller_condition_fails__put_error_conditional_check_failed(backend: Backend) -> None:
     """The caller's failing condition raises PynamoDB's PutError with ConditionalCheckFailedException."""
     thing, _ = _things(backend)
@@ -230,6 +232,7 @@ def _stale_versioned(backend: Backend) -> tuple[type[Versioned], Versioned]:
     return model, stale
 
 
+@pytest.mark.backends("moto", "dynoxide")
 @pytest.mark.parametrize(
     ("change", "transactional"),
     [
@@ -252,6 +255,7 @@ def test_condition_failed__stale_version_save__put_error_with_ccf_cause(
     assert (stored.handle, stored.note, stored.version) == ("h1", "n2", 2)
 
 
+@pytest.mark.backends("moto", "dynoxide")
 @pytest.mark.parametrize(
     ("field", "value", "transactional"),
     [
@@ -271,6 +275,7 @@ def test_condition_failed__stale_version_update__update_error_with_ccf_cause(
     assert model.get("v1", consistent_read=True).version == 2
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_condition_failed__stale_version_delete__delete_error_with_ccf_cause(backend: Backend) -> None:
     """A delete() with a stale version (a transaction: it holds a lock) raises a DeleteError with CCF cause."""
     model, stale = _stale_versioned(backend)
@@ -281,6 +286,7 @@ def test_condition_failed__stale_version_delete__delete_error_with_ccf_cause(bac
     assert model.get("v1", consistent_read=True).version == 2
 
 
+@pytest.mark.backends("moto", "dynoxide")
 @pytest.mark.parametrize(
     ("email", "transactional"),
     [
@@ -694,7 +700,7 @@ def test_namespace__sibling_subclasses_derive_same_name__config_error() -> None:
             email = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-# --- found in review -------------------------------------------------------------------------
+# --- polymorphic updates, namespaces, late table names, transactions, app metaclasses ----------
 
 
 def test_polymorphic__update_through_another_class__refused_before_writing(
@@ -768,6 +774,7 @@ def test_no_constraint__transact_write__as_pynamodb(backend: Backend) -> None:
     assert sent[0][0] == "TransactWriteItems"
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_no_constraint__transact_write_without_token__same_bytes_as_pynamodb(backend: Backend) -> None:
     """Without constraints or a caller's token, the library's TransactWrite sends PynamoDB's exact body.
 

@@ -1,7 +1,8 @@
 """Fixed defaults filled for None, the delete guard, resend bytes, explain and unique_owner.
 
-From a review: each test says what it checks and why a failure is a bug; ``test_probe_*`` tests
-pin behaviour the review checked and found right.
+Each test says what it checks and why a failure would be a bug. An attribute with a fixed
+default loads as that default when the item lacks it: the guard, explain, unique_owner and
+validate_unique take it so, and a request resent with its token is the same bytes.
 """
 
 from __future__ import annotations
@@ -29,40 +30,40 @@ from pynamodb_unique.cli import cli
 MOTO = Backend("moto", None)
 
 
-class SlotR5(UniqueMixin, Model):
+class Slot(UniqueMixin, Model):
     """One record at most may be in a slot; the slot has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-slot"
+        table_name = "defaults-slot"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("slot", name="SLOTR5")]
+        unique_constraints = [UniqueConstraint("slot", name="SLOT")]
 
     pk = UnicodeAttribute(hash_key=True)
     slot = UnicodeAttribute(null=True, default="primary")
 
 
-class TierR5(UniqueMixin, Model):
+class Tier(UniqueMixin, Model):
     """A composite constraint whose second part has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-tier"
+        table_name = "defaults-tier"
         region = "us-east-1"
-        unique_constraints = [UniqueConstraint("email", "tier", name="EMAIL_TIERR5")]
+        unique_constraints = [UniqueConstraint("email", "tier", name="EMAIL_TIER")]
 
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
     tier = UnicodeAttribute(null=True, default="free")
 
 
-class LiveR5(UniqueMixin, Model):
+class Live(UniqueMixin, Model):
     """A partial constraint whose condition attribute has a fixed default and may be None."""
 
     class Meta:
-        table_name = "review-fifth-live"
+        table_name = "defaults-live"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
-                "email", name="LIVE_EMAILR5", condition=lambda r: r.status == "live", condition_attributes=("status",)
+                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
             )
         ]
 
@@ -71,14 +72,14 @@ class LiveR5(UniqueMixin, Model):
     status = UnicodeAttribute(null=True, default="live")
 
 
-class NumSlotR5(UniqueMixin, Model):
+class NumSlot(UniqueMixin, Model):
     """Numeric keys, a numeric unique attribute with a fixed default, a version, its own lock table."""
 
     class Meta:
-        table_name = "review-fifth-numslot"
+        table_name = "defaults-numslot"
         region = "us-east-1"
-        unique_lock_table = "review-fifth-numslot-locks"
-        unique_constraints = [UniqueConstraint("rank", "status", name="RANK_STATUSR5")]
+        unique_lock_table = "defaults-numslot-locks"
+        unique_constraints = [UniqueConstraint("rank", "status", name="RANK_STATUS")]
 
     id = NumberAttribute(hash_key=True)
     rev = NumberAttribute(range_key=True)
@@ -106,7 +107,7 @@ def test_delete__believed_gone__recreated_holding_a_defaulted_value__releases_it
     recreated item passed because its ``slot`` is absent, although it holds "primary" as loaded.
     The record was deleted with no release (before the fix): an orphaned lock, and "primary" can never be taken again.
     """
-    model = bind_model(SlotR5, MOTO)
+    model = bind_model(Slot, MOTO)
     a = model(pk="a")
     a.save()
     a.delete()
@@ -120,7 +121,7 @@ def test_delete__believed_gone__recreated_holding_a_defaulted_value__releases_it
 
 def test_delete__believed_gone__recreated_with_stored_default__replans_and_releases(moto_backend: None) -> None:
     """The same delete when the recreated record stores the default as a value: the guard fails, re-plans, releases."""
-    model = bind_model(SlotR5, MOTO)
+    model = bind_model(Slot, MOTO)
     a = model(pk="a")
     a.save()
     a.delete()
@@ -142,7 +143,7 @@ def test_unique_owner__defaulted_part_none__names_the_owner_save_collides_with(m
     ``key``), so None made no key and it answered None ("free"): a form would say the value is
     available and the save would then refuse it; it must agree with the write.
     """
-    model = bind_model(TierR5, MOTO)
+    model = bind_model(Tier, MOTO)
     model(pk="a", email="e@x.io", tier=None).save()
     with pytest.raises(UniqueViolation):
         model(pk="b", email="e@x.io", tier=None).save()
@@ -152,7 +153,7 @@ def test_unique_owner__defaulted_part_none__names_the_owner_save_collides_with(m
 
 def test_validate_unique__defaulted_part_none__agrees_with_save(moto_backend: None) -> None:
     """``validate_unique()`` fills the fixed default for None as save() does: it reports the collision."""
-    model = bind_model(TierR5, MOTO)
+    model = bind_model(Tier, MOTO)
     model(pk="a", email="e@x.io", tier=None).save()
     with pytest.raises(UniqueViolation) as raised:
         model(pk="b", email="e@x.io", tier=None).validate_unique()
@@ -162,7 +163,7 @@ def test_validate_unique__defaulted_part_none__agrees_with_save(moto_backend: No
 
 def test_validate_unique__partial_condition_attribute_none__agrees_with_save(moto_backend: None) -> None:
     """A partial constraint whose defaulted condition attribute is None: validate_unique and save both see "live"."""
-    model = bind_model(LiveR5, MOTO)
+    model = bind_model(Live, MOTO)
     model(pk="a", email="e@x.io", status=None).save()
     with pytest.raises(UniqueViolation):
         model(pk="b", email="e@x.io", status=None).validate_unique()
@@ -183,7 +184,7 @@ def test_explain__stored_omits_defaulted_condition_attribute__delete_releases_th
     so the partial constraint saw ``status`` None, no lock was released, and it explained a plain
     DeleteItem: not the request the write sends.
     """
-    model = bind_model(LiveR5, MOTO)
+    model = bind_model(Live, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "e@x.io"}})
     loaded = model.get("a")
     assert loaded.status == "live"
@@ -202,7 +203,7 @@ def test_explain_command__stored_null_defaulted_condition_attribute__explains_th
     to ``explain``, which kept None instead of the fixed default (before the fix): a plain DeleteItem.
     """
     record = '{"pk": "a", "email": "e@x.io", "status": null}'
-    args = ["explain", f"{__name__}:LiveR5", "--op", "delete", "--item", record, "--stored", record, "--json"]
+    args = ["explain", f"{__name__}:Live", "--op", "delete", "--item", record, "--stored", record, "--json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
@@ -212,27 +213,27 @@ def test_explain_command__stored_null_defaulted_condition_attribute__explains_th
 def test_explain__stored_with_default_value__delete_releases_the_lock() -> None:
     """With the default given explicitly in ``stored``, explain plans the release (the TransactWriteItems)."""
     stored = {"pk": "a", "email": "e@x.io", "status": "live"}
-    assert explain(LiveR5(pk="a", email="e@x.io"), "delete", stored=stored).operation == "TransactWriteItems"
+    assert explain(Live(pk="a", email="e@x.io"), "delete", stored=stored).operation == "TransactWriteItems"
 
 
 # --- resend bytes with a caller's token (dynoxide) ---------------------------------------------------
 
 
 @pytest.fixture
-def dynoxide_live(dynoxide_endpoint: str) -> type[LiveR5]:
-    """LiveR5 on dynoxide, with its own lock table."""
-    model = bind_model(LiveR5, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-fifth-locks")
+def dynoxide_live(dynoxide_endpoint: str) -> type[Live]:
+    """Live on dynoxide, with its own lock table."""
+    model = bind_model(Live, Backend("dynoxide", dynoxide_endpoint), create=False)
+    model.Meta.unique_lock_table = unique_table_name("defaults-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     return model
 
 
 @pytest.fixture
-def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlotR5]:
-    """NumSlotR5 on dynoxide, with its own lock table."""
-    model = bind_model(NumSlotR5, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-fifth-numlocks")
+def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlot]:
+    """NumSlot on dynoxide, with its own lock table."""
+    model = bind_model(NumSlot, Backend("dynoxide", dynoxide_endpoint), create=False)
+    model.Meta.unique_lock_table = unique_table_name("defaults-numlocks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     return model
@@ -241,11 +242,11 @@ def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlotR5]:
 @pytest.mark.integration
 @pytest.mark.parametrize("status", [None, "live"])
 def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
-    dynoxide_live: type[LiveR5], status: str | None
+    dynoxide_live: type[Live], status: str | None
 ) -> None:
     """A save resent from a fresh instance with the same values and token sends the same bytes, and is one write."""
     model = dynoxide_live
-    token = f"review-fifth-save-{status}"
+    token = f"defaults-save-{status}"
     with RequestCounter(model) as counter:
         model(pk="a", email="e@x.io", status=status).save(client_request_token=token)
         model(pk="a", email="e@x.io", status=status).save(client_request_token=token)
@@ -257,7 +258,7 @@ def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
 
 @pytest.mark.integration
 def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_identical(
-    dynoxide_live: type[LiveR5],
+    dynoxide_live: type[Live],
 ) -> None:
     """An update removing the defaulted attribute, and a delete, each resent from a fresh instance: same bytes."""
     model = dynoxide_live
@@ -265,7 +266,7 @@ def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_ide
     with RequestCounter(model) as counter:
         for _ in range(2):
             model(pk="a", email="e@x.io", status="dead").update(
-                actions=[model.status.remove()], client_request_token="review-fifth-update"
+                actions=[model.status.remove()], client_request_token="defaults-update"
             )
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
@@ -274,7 +275,7 @@ def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_ide
     assert not audit(model).problems
     with RequestCounter(model) as counter:
         for _ in range(2):
-            model(pk="a", email="e@x.io").delete(client_request_token="review-fifth-delete")
+            model(pk="a", email="e@x.io").delete(client_request_token="defaults-delete")
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
     assert json.dumps(sent[0]) == json.dumps(sent[1])
@@ -283,13 +284,13 @@ def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_ide
 
 @pytest.mark.integration
 def test_dynoxide_token_resend__numeric_versioned_defaults__byte_identical(
-    dynoxide_numslot: type[NumSlotR5],
+    dynoxide_numslot: type[NumSlot],
 ) -> None:
     """Numeric keys, a numeric defaulted unique part set to None, a version: the resend repeats the bytes."""
     model = dynoxide_numslot
     with RequestCounter(model) as counter:
-        model(id=1, rev=2, rank=None, status=None).save(client_request_token="review-fifth-num")
-        model(id=1, rev=2, rank=None, status=None).save(client_request_token="review-fifth-num")
+        model(id=1, rev=2, rank=None, status=None).save(client_request_token="defaults-num")
+        model(id=1, rev=2, rank=None, status=None).save(client_request_token="defaults-num")
     sent = counter.params("TransactWriteItems")
     assert len(sent) == 2
     assert json.dumps(sent[0]) == json.dumps(sent[1])

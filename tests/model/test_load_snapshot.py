@@ -1,8 +1,8 @@
 """A load keeps the unique attributes' stored values and reads them when a write first asks.
 
 What that lazy view must keep of the view read at load time, and what the load hook and a plain
-update must keep of PynamoDB's behaviour (errors for bad input, before any request). Found by a
-review of the lazy snapshot; each test failed before its fix.
+update must keep of PynamoDB's behaviour (errors for bad input, before any request). Each
+docstring says what went wrong without it.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from pynamodb_unique._model import snapshot
 MOTO = Backend("moto", None)
 
 
-class PlainLz(UniqueMixin, Model):
+class Plain(UniqueMixin, Model):
     """One unique attribute, locks in the record table."""
 
     class Meta:
-        table_name = "review-lazy-plain"
+        table_name = "lazy-plain"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -45,24 +45,24 @@ class PlainLz(UniqueMixin, Model):
     bio = UnicodeAttribute(null=True)
 
 
-class SeparateLz(UniqueMixin, Model):
+class Separate(UniqueMixin, Model):
     """One unique attribute, locks in a separate table."""
 
     class Meta:
-        table_name = "review-lazy-separate"
+        table_name = "lazy-separate"
         region = "us-east-1"
-        unique_lock_table = "review-lazy-separate-locks"
+        unique_lock_table = "lazy-separate-locks"
 
     pk = UnicodeAttribute(hash_key=True)
     email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Email"))
     bio = UnicodeAttribute(null=True)
 
 
-class SessionLz(UniqueMixin, Model):
+class Session(UniqueMixin, Model):
     """A record that expires: its TTL is part of the record's compare-and-swap."""
 
     class Meta:
-        table_name = "review-lazy-sessions"
+        table_name = "lazy-sessions"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -75,11 +75,11 @@ def _owner(model: Any, email: str) -> Any:
     return model.unique_owner(email=email)
 
 
-class ShapesLz(UniqueMixin, Model):
+class Shapes(UniqueMixin, Model):
     """Unique parts and condition attributes of many shapes: defaults fixed and made on load, maps, sets, JSON."""
 
     class Meta:
-        table_name = "review-lazy-shapes"
+        table_name = "lazy-shapes"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
@@ -139,7 +139,7 @@ _SHAPES_ITEMS: list[dict[str, Any]] = [
 def test_lazy_snapshot__equals_the_load(moto_backend: None, item: dict[str, Any]) -> None:
     """Absent, NULL, fixed and callable defaults, maps, sets, JSON, dates, numbers, TTL, condition
     attributes: the lazy view equals the one read from the instance as loaded."""
-    model: Any = bind_model(ShapesLz, MOTO, create=False)
+    model: Any = bind_model(Shapes, MOTO, create=False)
     context = _context(model)
     loaded = model.from_raw_data(dict(item))
     eager = snapshot.loaded_stored(context, loaded, item)
@@ -159,7 +159,7 @@ def test_lazy_snapshot__equals_the_load(moto_backend: None, item: dict[str, Any]
 # --- the kept values share nothing with the caller's item ------------------------------------
 
 
-@pytest.mark.parametrize("model_cls", [PlainLz, SeparateLz])
+@pytest.mark.parametrize("model_cls", [Plain, Separate])
 def test_lazy_snapshot__nested_change_of_update_response__plans_right_first_time(
     moto_backend: None, model_cls: type[Model]
 ) -> None:
@@ -171,7 +171,7 @@ def test_lazy_snapshot__nested_change_of_update_response__plans_right_first_time
     compare-and-swap failed, and it was sent again.
     """
     model: Any = bind_model(model_cls, MOTO)
-    if model_cls is SeparateLz:
+    if model_cls is Separate:
         create_lock_table(model, wait=True)
     model(pk="p1", email="a@x.io").save()
     loaded = model.get("p1")
@@ -189,7 +189,7 @@ def test_lazy_snapshot__nested_change_of_update_response__plans_right_first_time
 def test_lazy_snapshot__nested_change_of_raw_item__known_is_what_was_loaded(moto_backend: None) -> None:
     """The same through ``from_raw_data``: the instance loaded ``a@x.io``; changing the caller's item
     afterwards (one level down) must not change what the instance knows is stored."""
-    model: Any = bind_model(PlainLz, MOTO, create=False)
+    model: Any = bind_model(Plain, MOTO, create=False)
     item = {"pk": {"S": "p1"}, "Email": {"S": "a@x.io"}}
     loaded = model.from_raw_data(item)
     item["Email"]["S"] = "other@x.io"
@@ -205,7 +205,7 @@ def test_lazy_snapshot__nested_change_of_raw_item__known_is_what_was_loaded(moto
 def test_from_raw_data_none__pynamodb_value_error(moto_backend: None) -> None:
     """``from_raw_data(None)`` raises PynamoDB's ValueError ("Received no data to construct
     object"). Before the fix, the lock-item shortcut (``OWNER_HASH in data``) raised TypeError."""
-    model: Any = bind_model(PlainLz, MOTO, create=False)
+    model: Any = bind_model(Plain, MOTO, create=False)
     with pytest.raises(ValueError, match="Received no data") as pynamodb:
         Model.from_raw_data.__func__(model, None)  # type: ignore[attr-defined] # PynamoDB's own.
     with pytest.raises(ValueError, match="Received no data") as ours:
@@ -216,7 +216,7 @@ def test_from_raw_data_none__pynamodb_value_error(moto_backend: None) -> None:
 def test_deserialize_none__pynamodb_error(moto_backend: None) -> None:
     """``deserialize(None)`` raises what PynamoDB's raises (AttributeError: None has no ``get``).
     Before the fix, the lock-item shortcut raised TypeError first."""
-    model: Any = bind_model(PlainLz, MOTO, create=False)
+    model: Any = bind_model(Plain, MOTO, create=False)
     with pytest.raises(Exception) as pynamodb:  # noqa: PT011 - whatever PynamoDB raises.
         Model.deserialize(model(pk="p1"), None)  # type: ignore[arg-type]
     with pytest.raises(type(pynamodb.value)):
@@ -235,7 +235,7 @@ def test_fractional_ttl_from_another_writer__save_moves_the_lock(moto_backend: N
     compare-and-swap checked ``expires = 1924992000``, which never holds: every save, update and
     delete of the record raised ConditionFailed, though the caller gave no condition.
     """
-    model: Any = bind_model(SessionLz, MOTO)
+    model: Any = bind_model(Session, MOTO)
     model(pk="s1", email="a@x.io", expires=datetime(2031, 1, 1, tzinfo=UTC)).save()
     client = model._get_connection().connection.client
     client.update_item(
@@ -258,7 +258,7 @@ def test_fractional_ttl_from_another_writer__save_moves_the_lock(moto_backend: N
 def test_update_with_non_action__pynamodb_value_error(moto_backend: None, bad: Any) -> None:
     """An item that is no update action gets PynamoDB's ``ValueError: unsupported action type:
     'str'``, before any request. Before the fix, reading the unique changes raised AttributeError."""
-    model: Any = bind_model(PlainLz, MOTO)
+    model: Any = bind_model(Plain, MOTO)
     instance = model(pk="p1", email="a@x.io")
     messages = []
     for update in (type(instance).update, Model.update):
@@ -276,7 +276,7 @@ def test_fractional_ttl__lazy_view_is_the_load__no_lock_moves_for_it(moto_backen
     Before the fix, the lazy view read the stored number without ``TTLAttribute.__set__``: it kept
     the fraction, the expiry looked changed, and every lock was put again with the new expiry.
     """
-    model: Any = bind_model(SessionLz, MOTO)
+    model: Any = bind_model(Session, MOTO)
     model(pk="s1", email="a@x.io", expires=datetime(2031, 1, 1, tzinfo=UTC)).save()
     client = model._get_connection().connection.client
     client.update_item(
@@ -298,11 +298,11 @@ def test_fractional_ttl__lazy_view_is_the_load__no_lock_moves_for_it(moto_backen
 # --- the snapshot stays out of the model's own attribute hooks ----------------------------------
 
 
-class StrictLz(UniqueMixin, Model):
+class Strict(UniqueMixin, Model):
     """A model whose own ``__setattr__`` refuses names that are not its attributes (a guard against typos)."""
 
     class Meta:
-        table_name = "review-lazy-strict"
+        table_name = "lazy-strict"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -322,7 +322,7 @@ def test_snapshot__model_with_own_setattr__writes_and_loads_work(moto_backend: N
     With ``setattr`` the guard above refused ``_uniq_snapshot`` after the first save and every
     load; ``vars(instance)`` bypassed it but cost every later attribute read of the record.
     """
-    model: Any = bind_model(StrictLz, MOTO)
+    model: Any = bind_model(Strict, MOTO)
     record = model(pk="p1", email="a@x.io")
     record.save()
     loaded = model.get("p1")

@@ -245,7 +245,7 @@ def test_skeleton__confusable_variants__collide(parts: list[tuple[tuple[str, str
 # --- on a model ------------------------------------------------------------------------------------
 
 
-class Member(UniqueMixin, Model):
+class NormalizedMember(UniqueMixin, Model):
     """A signup with the normalizers the docs recommend."""
 
     class Meta:
@@ -258,11 +258,11 @@ class Member(UniqueMixin, Model):
 
 
 @pytest.fixture
-def members(backend: Backend) -> type[Member]:
-    return bind_model(Member, backend)
+def members(backend: Backend) -> type[NormalizedMember]:
+    return bind_model(NormalizedMember, backend)
 
 
-def test_model__cyrillic_lookalike_after_admin__refused(members: type[Member]) -> None:
+def test_model__cyrillic_lookalike_after_admin__refused(members: type[NormalizedMember]) -> None:
     """Cyrillic-a "admin" after "admin" is a UniqueViolation naming the owner; the record keeps its value as typed."""
     members(pk="M1", handle="admin").save()
     with pytest.raises(UniqueViolation) as caught:
@@ -276,7 +276,7 @@ def test_model__cyrillic_lookalike_after_admin__refused(members: type[Member]) -
     assert_invariant(members)
 
 
-def test_model__email_spellings__one_address(members: type[Member]) -> None:
+def test_model__email_spellings__one_address(members: type[NormalizedMember]) -> None:
     """An address, its capitals and its punycode domain are one lock."""
     members(pk="M1", handle="ada", email="Ada@B\u00fccher.de").save()
     for other in ("ada@b\u00fccher.de", "ADA@xn--bcher-kva.de"):
@@ -293,7 +293,7 @@ def test_model__email_spellings__one_address(members: type[Member]) -> None:
     ],
 )
 def test_model__invalid_value__refused_before_any_request(
-    members: type[Member], handle: str, email_address: str | None, message: str
+    members: type[NormalizedMember], handle: str, email_address: str | None, message: str
 ) -> None:
     """A value a normalizer refuses raises InvalidUniqueValue with its sentence, and nothing is sent."""
     with RequestCounter(members) as counter, pytest.raises(InvalidUniqueValue, match=message):

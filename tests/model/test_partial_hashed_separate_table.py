@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _invariant import actual_locks, raw_items
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from models import Member, Ticket
+from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -23,54 +24,10 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._model.registry import planner_of
 
-SECRET = b"test-secret-32-bytes-long-000000"
-
-
-class Member(UniqueMixin, Model):
-    """Soft-deleted members give their handle back; phone numbers never appear in keys."""
-
-    class Meta:
-        table_name = "members"
-        region = "us-east-1"
-        unique_secret = SECRET
-        unique_constraints = [
-            UniqueConstraint("handle", name="ACTIVE_HANDLE", condition=lambda item: item.status != "deleted"),
-            UniqueConstraint("org", "phone", name="ORG_PHONE", hashed=True),
-        ]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="MEMBER")
-    handle = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="active")
-    org = UnicodeAttribute(null=True)
-    phone = UnicodeAttribute(null=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True)
-
-
-class Ticket(UniqueMixin, Model):
-    """A numeric hash key: its locks live in a table of their own."""
-
-    class Meta:
-        table_name = "tickets"
-        region = "us-east-1"
-        unique_lock_table = "ticket-locks"
-
-    id = NumberAttribute(hash_key=True)
-    code = UniqueAttribute(UnicodeAttribute(), normalize=str.upper)
-
 
 @pytest.fixture
 def members(backend: Backend) -> Iterator[type[Member]]:
     return bind_model(Member, backend)
-
-
-@pytest.fixture
-def tickets(backend: Backend) -> Iterator[type[Ticket]]:
-    model = bind_model(Ticket, backend, create=False)
-    model.Meta.unique_lock_table = f"{model.Meta.table_name}-locks"  # type: ignore[attr-defined]
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    return model
 
 
 def _lock_keys(model: type[Model]) -> set[str]:

@@ -1,7 +1,6 @@
 """Fixed defaults read as loaded, the believed-gone delete in families, stored texts in repair and migrate.
 
-From a review: each test says what it checks and why a failure is a bug; ``test_probe_*`` tests pin behaviour
-the review checked and found right.
+Each test says what it checks and why a failure would be a bug.
 """
 
 from __future__ import annotations
@@ -29,11 +28,11 @@ MOTO = Backend("moto", None)
 # --- models ----------------------------------------------------------------------------------
 
 
-class PetR6(UniqueMixin, Model):
+class Pet(UniqueMixin, Model):
     """A polymorphic family: every pet has a unique name; only cats have a unique chip."""
 
     class Meta:
-        table_name = "review-sixth-pets"
+        table_name = "family-pets"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
@@ -41,24 +40,24 @@ class PetR6(UniqueMixin, Model):
     name = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class DogR6(PetR6, discriminator="dog"):
+class Dog(Pet, discriminator="dog"):
     pass
 
 
-class CatR6(PetR6, discriminator="cat"):
+class Cat(Pet, discriminator="cat"):
     chip = UniqueAttribute(UnicodeAttribute(null=True))
 
 
-class BadgeR6(UniqueMixin, Model):
+class Badge(UniqueMixin, Model):
     """A partial constraint reading a string set with a fixed default (an empty set is stored as no attribute)."""
 
     class Meta:
-        table_name = "review-sixth-badges"
+        table_name = "family-badges"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="VIP_EMAILR6",
+                name="VIP_EMAIL",
                 condition=lambda r: "vip" in (r.tags or ()),
                 condition_attributes=("tags",),
             )
@@ -69,16 +68,16 @@ class BadgeR6(UniqueMixin, Model):
     tags = UnicodeSetAttribute(null=True, default=frozenset({"vip"}))
 
 
-class DocR6(UniqueMixin, Model):
+class Doc(UniqueMixin, Model):
     """A unique JSONAttribute: its stored text is checked verbatim by repair and migrate."""
 
     class Meta:
-        table_name = "review-sixth-docs"
+        table_name = "family-docs"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="DOCR6",
+                name="DOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -89,17 +88,17 @@ class DocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class NumDocR6(UniqueMixin, Model):
+class NumDoc(UniqueMixin, Model):
     """Numeric keys and a unique JSONAttribute."""
 
     class Meta:
-        table_name = "review-sixth-numdocs"
+        table_name = "family-numdocs"
         region = "us-east-1"
-        unique_lock_table = "review-sixth-numdocs-locks"
+        unique_lock_table = "family-numdocs-locks"
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="NUMDOCR6",
+                name="NUMDOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -111,17 +110,17 @@ class NumDocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class BinDocR6(UniqueMixin, Model):
+class BinDoc(UniqueMixin, Model):
     """A binary hash key and a unique JSONAttribute (locks live in their own table)."""
 
     class Meta:
-        table_name = "review-sixth-bindocs"
+        table_name = "family-bindocs"
         region = "us-east-1"
-        unique_lock_table = "review-sixth-bindocs-locks"
+        unique_lock_table = "family-bindocs-locks"
         unique_constraints = [
             UniqueConstraint(
                 "email",
-                name="BINDOCR6",
+                name="BINDOC",
                 condition=lambda r: bool(r.doc and r.doc.get("on")),
                 condition_attributes=("doc",),
             )
@@ -132,25 +131,25 @@ class BinDocR6(UniqueMixin, Model):
     doc = JSONAttribute(null=True)
 
 
-class ShapeR6(UniqueMixin, Model):
+class Shape(UniqueMixin, Model):
     """A polymorphic family whose subclass holds a unique JSONAttribute."""
 
     class Meta:
-        table_name = "review-sixth-shapes"
+        table_name = "family-shapes"
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
     kind = DiscriminatorAttribute()
 
 
-class BoxR6(ShapeR6, discriminator="box"):
+class Box(Shape, discriminator="box"):
     class Meta:
-        table_name = "review-sixth-shapes"
+        table_name = "family-shapes"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint(
                 "label",
-                name="BOXR6",
+                name="BOX",
                 condition=lambda r: bool(r.spec and r.spec.get("on")),
                 condition_attributes=("spec",),
             )
@@ -200,8 +199,8 @@ def test_delete__believed_gone__another_class_recreated__keeps_its_locks(moto_ba
     the Cat item passes and is deleted without releasing "C1": an orphaned lock, "C1" taken forever.
     A polymorphic believed-gone guard must also require the writer's class (or be "gone" alone).
     """
-    PetR6.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    dogs, cats = DogR6, CatR6
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    dogs, cats = Dog, Cat
     d = dogs(pk="a")
     d.save()
     d.delete()
@@ -225,7 +224,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
     and so holds its email. The invariant breaks and a second record may take the same email.
     The empty set must become None before the defaults are filled (in ``values``).
     """
-    model = bind_model(BadgeR6, MOTO)
+    model = bind_model(Badge, MOTO)
     model(pk="a", email="e@x.io", tags=set()).save()
     assert model.get("a").tags == {"vip"}  # What PynamoDB loads.
     assert_invariant(model)
@@ -233,7 +232,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
 
 def test_save__none_set_with_fixed_default__takes_the_default_lock(moto_backend: None) -> None:
     """``tags=None`` loads as {"vip"}: the save takes the email's lock."""
-    model = bind_model(BadgeR6, MOTO)
+    model = bind_model(Badge, MOTO)
     model(pk="a", email="e@x.io", tags=None).save()
     assert_invariant(model)
     assert model.unique_owner(email="e@x.io") == ("a",)
@@ -251,7 +250,7 @@ def test_repair__record_changed_to_unreadable_text__skipped_not_raised(moto_back
     record changed since the audit makes its fix fail ("skipped"); a text that cannot be read is
     not the audited value and must simply not be taken.
     """
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
     model(pk="b", email="b@x.io", doc={"on": 2}).save()
     _drop_locks(model)
@@ -272,7 +271,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
     least-privilege role that ran repair before now fails with AccessDenied, and a dry run costs
     a read per problem. Read the texts only when a fix is sent (or document GetItem).
     """
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
     _drop_locks(model)
     report = audit(model)
@@ -284,7 +283,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
 
 def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> None:
     """Another writer's spelling of the JSON text: repair and migrate check it as stored and create the lock."""
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
     _put_raw(model, {"pk": {"S": "b"}, "email": {"S": "b@x.io"}, "doc": {"S": '{ "on" : 2 }'}})
     done = repair(model, audit(model), apply=True)
@@ -297,8 +296,8 @@ def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> N
 
 def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
     """Numeric keys: the owner key passed to get_item is the serialized number; the locks are created."""
-    model = bind_model(NumDocR6, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
+    model = bind_model(NumDoc, MOTO, create=False)
+    model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     _put_raw(model, {"id": {"N": "5"}, "rev": {"N": "2"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
@@ -312,8 +311,8 @@ def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: No
 
 def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
     """A binary hash key: stored_texts reads the record by its bytes; repair and migrate create the lock."""
-    model = bind_model(BinDocR6, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("review-sixth-locks")
+    model = bind_model(BinDoc, MOTO, create=False)
+    model.Meta.unique_lock_table = unique_table_name("family-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
     _put_raw(model, {"key": {"B": b"\x00\xffk"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
@@ -326,8 +325,8 @@ def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None
 
 def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None) -> None:
     """A Box record audited through the family: its own model's stored text is read and checked."""
-    ShapeR6.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    boxes = BoxR6
+    Shape.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    boxes = Box
     _put_raw(boxes, {"pk": {"S": "a"}, "kind": {"S": "box"}, "label": {"S": "L"}, "spec": {"S": '{ "on": 3 }'}})
     done = repair(boxes, audit(boxes), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
@@ -338,7 +337,7 @@ def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None
 
 def test_repair__value_changed_since_audit__skipped(moto_backend: None) -> None:
     """A record whose JSON value changed after the audit gets no stored text, so its check fails: skipped."""
-    model = bind_model(DocR6, MOTO)
+    model = bind_model(Doc, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
     report = audit(model)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 9 }'}})

@@ -14,6 +14,9 @@ from pynamodb.models import Model
 from pynamodb_unique import UniqueAttribute, UniqueConfigError, UniqueConstraint, UniqueMixin, audit, repair
 from pynamodb_unique._model.registry import table_neighbours
 
+# Both: the error names the endpoint (a host, or the AWS endpoint for moto).
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 #: An endpoint no request goes to: the models pointed there are only defined.
 ELSEWHERE = "http://127.0.0.1:9"
 

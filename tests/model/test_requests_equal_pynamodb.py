@@ -1,6 +1,6 @@
 """The write path's shortcuts keep what they replace: PynamoDB's builders, its loads and the order sent.
 
-Written by a review of the speed work: requests built without PynamoDB's builders equal theirs,
+Requests built without PynamoDB's builders equal theirs,
 a snapshot holds what PynamoDB's load gave the instance (defaults, maps), keys without a range
 value are left out as PynamoDB leaves them, and the guard text cache belongs to its planner.
 """
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
-from models import Account
+from models import Account, Defaulted, Flagged
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
@@ -41,7 +41,6 @@ from pynamodb_unique import (
     TableNotFound,
     UniqueAttribute,
     UniqueConfigError,
-    UniqueConstraint,
     UniqueMixin,
     create_lock_table,
 )
@@ -69,44 +68,6 @@ ABSENT: Stored = _plan.ABSENT
 
 
 # --- models ----------------------------------------------------------------------------------
-
-
-class Flagged(UniqueMixin, Model):
-    """A partial constraint whose condition reads a raw MapAttribute, as PynamoDB users read one."""
-
-    class Meta:
-        table_name = "write-path-flagged"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="ACTIVE_EMAIL",
-                condition=lambda r: r.flags is not None and bool(r.flags.active),
-                condition_attributes=("flags",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
-    bio = UnicodeAttribute(null=True)
-
-
-class Defaulted(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a default (PynamoDB applies it on load)."""
-
-    class Meta:
-        table_name = "write-path-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
 
 
 class Profile(MapAttribute[str, Any]):
@@ -909,6 +870,7 @@ def test_check_key__refused_exactly_when_the_hash_key_starts_with_the_lock_prefi
 # --- a separate lock table that does not exist ------------------------------------------------
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_save__lock_table_missing__names_it_and_create_lock_table(backend: Backend) -> None:
     """A save whose lock table was never created names it and create_lock_table(), still a TransactWriteError."""
     model = bind_model(Account, backend, create=False)

@@ -26,11 +26,6 @@ ADA_KEY = "UNIQ#EMAIL#ada@lovelace.io"
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> Iterator[type[Account]]:
-    return bind_model(Account, backend)
-
-
-@pytest.fixture
 def versioned(backend: Backend) -> Iterator[type[Versioned]]:
     return bind_model(Versioned, backend)
 
@@ -47,6 +42,7 @@ def _transact_items(counter: RequestCounter) -> list[dict[str, Any]]:
     return items
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_create__one_transaction_with_guarded_puts(accounts: type[Account]) -> None:
     """Create sends one TransactWriteItems: the record and each lock, all attribute_not_exists."""
     with RequestCounter(accounts) as counter:
@@ -283,6 +279,7 @@ def test_stale_delete__releases_the_stored_values(accounts: type[Account]) -> No
     assert raw_items(accounts) == []
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_condition_failed__caller_condition__instance_unchanged(accounts: type[Account]) -> None:
     """The caller's failing condition is ConditionFailed (also a PutError); nothing changes."""
     ada = _ada(accounts)
@@ -349,6 +346,7 @@ def test_token__bad__refused_before_request(accounts: type[Account], token: str)
     assert counter.operations == []
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_token__caller_token_sent_and_replay_is_noop(accounts: type[Account]) -> None:
     """A caller's token is sent as is; resending the same state with it does not collide."""
     with RequestCounter(accounts) as counter:
@@ -366,6 +364,7 @@ def test_bad_value__refused_before_request(accounts: type[Account]) -> None:
     assert counter.operations == []
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_request__same_state_and_token__same_bytes(accounts: type[Account]) -> None:
     """The same instance state and token give the same request, byte for byte."""
     bodies = []
@@ -379,6 +378,7 @@ def test_request__same_state_and_token__same_bytes(accounts: type[Account]) -> N
     assert bodies[0]["ClientRequestToken"] == "tok-1"
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_delete__foreign_lock__left_to_its_owner_checked_atomically(accounts: type[Account]) -> None:
     """A record whose value's lock belongs to another record: delete leaves that lock alone."""
     ada = _ada(accounts)

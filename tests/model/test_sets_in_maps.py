@@ -29,7 +29,7 @@ def _active(record: Any) -> bool:
     return record.prefs is not None and 1 in (record.prefs.codes or set())
 
 
-class Member(UniqueMixin, Model):
+class PrefsMember(UniqueMixin, Model):
     """A partial constraint whose condition reads a map holding a set."""
 
     class Meta:
@@ -52,7 +52,7 @@ def _codes(*members: int) -> set[int]:
 
 
 def test_same_as__sets_in_another_order__same() -> None:
-    context = context_of(Member)
+    context = context_of(PrefsMember)
     assert context is not None
     planner = context.planner
     one = Stored(exists=True, values={"email": "a@x.io", "prefs": Prefs(codes=_codes(1, 9))})
@@ -65,7 +65,7 @@ def test_same_as__sets_in_another_order__same() -> None:
 
 @pytest.mark.integration
 def test_save__caller_condition_fails__one_request(dynoxide_endpoint: str) -> None:
-    model = bind_model(Member, Backend("dynoxide", dynoxide_endpoint))
+    model = bind_model(PrefsMember, Backend("dynoxide", dynoxide_endpoint))
     record = model(pk="a", email="a@x.io", note="n", prefs=Prefs(codes=_codes(1, 9)))
     record.save()
     client = model._get_connection().connection.client

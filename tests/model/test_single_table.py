@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from _backends import Backend, bind_model, unique_table_name
 from _damage import client
+from models import Customer, Employee
 from pynamodb.attributes import DiscriminatorAttribute, UnicodeAttribute
 from pynamodb.expressions.operand import Path
 from pynamodb.models import Model
@@ -43,31 +44,6 @@ def _locks(model: type[Model]) -> dict[str, tuple[str, str]]:
 
 def _delete_raw(model: type[Model], pk: str, sk: str) -> None:
     client(model).delete_item(TableName=model.Meta.table_name, Key={"PK": {"S": pk}, "SK": {"S": sk}})
-
-
-class Customer(UniqueMixin, Model):
-    """Customers of a single-table design: their records have SK = CUSTOMER."""
-
-    class Meta:
-        table_name = "shop"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="CUSTOMER")
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="CUSTOMER_EMAIL")
-
-
-class Employee(UniqueMixin, Model):
-    """Employees in the same table: a unique badge; their email is not unique among employees."""
-
-    class Meta:
-        table_name = "shop"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
-    badge = UniqueAttribute(UnicodeAttribute(null=True))
-    email = UnicodeAttribute(null=True)
 
 
 def _shop(backend: Backend, *, filters: bool) -> tuple[type[Customer], type[Employee]]:

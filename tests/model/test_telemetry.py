@@ -152,6 +152,7 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
 # --- spans -----------------------------------------------------------------------------------
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_save__one_span_with_items_plans_and_capacity(backend: Backend, otel: OTel) -> None:
     """A create is one span: model, operation, its three items, one plan, no retry, ok."""
     model = bind_model(Account, backend)

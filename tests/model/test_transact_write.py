@@ -280,6 +280,7 @@ def test_tx__race_two_transactions_one_value__one_wins(dynoxide_endpoint: str) -
     assert_invariant(accounts)
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_tx__lock_table_missing__table_not_found_names_it(backend: Backend) -> None:
     """A transaction whose lock table was never created raises TableNotFound naming it, still a TransactWriteError."""
     model = bind_model(Account, backend, create=False)

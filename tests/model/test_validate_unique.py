@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _invariant import raw_items
-from models import Account
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from models import Account, Ticket
+from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -18,7 +18,6 @@ from pynamodb_unique import (
     UniqueConstraint,
     UniqueMixin,
     UniqueViolation,
-    create_lock_table,
 )
 from pynamodb_unique._model.context import context_of
 from pynamodb_unique._ops import validate as _validate
@@ -42,35 +41,9 @@ class Profile(UniqueMixin, Model):
     email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True, name="PROFILE_EMAIL")
 
 
-class Seat(UniqueMixin, Model):
-    """A numeric hash key: locks in a table of their own."""
-
-    class Meta:
-        table_name = "validate-seats"
-        region = "us-east-1"
-        unique_lock_table = "validate-seat-locks"
-
-    id = NumberAttribute(hash_key=True)
-    code = UniqueAttribute(UnicodeAttribute(), normalize=str.upper)
-
-
-@pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
 @pytest.fixture
 def profiles(backend: Backend) -> type[Profile]:
     return bind_model(Profile, backend)
-
-
-@pytest.fixture
-def seats(backend: Backend) -> type[Seat]:
-    model = bind_model(Seat, backend, create=False)
-    model.Meta.unique_lock_table = f"{model.Meta.table_name}-locks"  # type: ignore[attr-defined]
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    return model
 
 
 def _ada(accounts: type[Account]) -> Account:
@@ -228,16 +201,16 @@ def test_validate__partial_condition_false__not_checked(profiles: type[Profile])
     assert [(v.constraint, v.owner) for v in info.value.violations] == [("LIVE_HANDLE", ("P#1",))]
 
 
-def test_validate__separate_lock_table__owner_in_key_types(seats: type[Seat]) -> None:
+def test_validate__separate_lock_table__owner_in_key_types(tickets: type[Ticket]) -> None:
     """Locks in their own table are read there; the owner comes back in the record's key types."""
-    seats(id=7, code="a1").save()
+    tickets(id=7, code="a1").save()
     with RequestCounter() as counter, pytest.raises(UniqueViolation) as info:
-        seats(id=8, code="A1").validate_unique()
+        tickets(id=8, code="A1").validate_unique()
     assert [(v.owner, v.values) for v in info.value.violations] == [((7,), ("A1",))]
     (params,) = counter.params("BatchGetItem")
-    assert list(params["RequestItems"]) == [seats.Meta.unique_lock_table]  # type: ignore[attr-defined]
-    assert seats(id=7, code="A1").validate_unique() is None
-    assert seats(id=9, code="b2").validate_unique() is None
+    assert list(params["RequestItems"]) == [tickets.Meta.unique_lock_table]  # type: ignore[attr-defined]
+    assert tickets(id=7, code="A1").validate_unique() is None
+    assert tickets(id=9, code="b2").validate_unique() is None
 
 
 def test_read_locks__past_100_keys__chunked(accounts: type[Account]) -> None:

@@ -51,11 +51,6 @@ class Signup(UniqueMixin, Model):
 
 
 @pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
-@pytest.fixture
 def signups(backend: Backend) -> type[Signup]:
     return bind_model(Signup, backend)
 

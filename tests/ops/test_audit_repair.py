@@ -1,4 +1,7 @@
-"""audit, repair, backfill, explain and inspect on moto and dynoxide, in both lock layouts."""
+"""audit, repair, backfill, explain and inspect, in both lock layouts.
+
+On moto; parallel and paced scans and the conditional fixes run on dynoxide too.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from _backends import Backend, RequestCounter, bind_model, unique_table_name
+from _backends import Backend, RequestCounter
 from _damage import (
     ADA,
     ADA_TWIN,
@@ -26,8 +29,7 @@ from _damage import (
     put_record,
 )
 from _invariant import assert_invariant
-from models import Account
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from models import Account, Ticket
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -37,14 +39,11 @@ from pynamodb_unique import (
     InvalidUniqueValue,
     MissingLock,
     OrphanedLock,
-    UniqueAttribute,
     UniqueConfigError,
     UniqueError,
-    UniqueMixin,
     UniqueViolation,
     audit,
     backfill,
-    create_lock_table,
     explain,
     inspect,
     repair,
@@ -97,6 +96,7 @@ def test_audit__finds_each_kind_of_damage(damaged: type[Account]) -> None:
     assert report.count("TENANT_SLUG", MissingLock) == 0
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_audit__segments_give_the_same_report(damaged: type[Account]) -> None:
     """A parallel scan over four segments reports exactly what one segment does."""
     assert audit(damaged, segments=4) == audit(damaged)
@@ -137,6 +137,7 @@ def test_audit__ignores_other_models_items(backend: Backend) -> None:
     assert report.locks == 2
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_audit__max_rate_asks_for_consumed_capacity(backend: Backend) -> None:
     """With max_rate each Scan asks for its consumed capacity, which paces the next page."""
     model = bind_accounts(backend)
@@ -212,6 +213,7 @@ def _item_key(item: dict[str, Any]) -> tuple[str, str, str]:
     return item["_table"], item["PK"]["S"], item["SK"]["S"]
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_repair__each_fix_is_one_conditional_transaction(backend: Backend) -> None:
     """Every fix is one TransactWriteItems: ConditionChecks on the records plus one conditional lock write."""
     model = bind_accounts(backend)
@@ -327,6 +329,7 @@ def test_repair__refuses_a_report_of_another_table(backend: Backend) -> None:
         repair(second, audit(first))
 
 
+@pytest.mark.backends("moto", "dynoxide")
 def test_backfill__creates_missing_locks_and_reports_duplicates(backend: Backend) -> None:
     """Records from before the constraint get their locks; a shared value gets none and is reported."""
     model = bind_accounts(backend)
@@ -435,24 +438,9 @@ def test_audit__digest_keys_matched_by_recomputing(backend: Backend) -> None:
     assert (orphan.kind, orphan.lock_key) == ("orphaned", problem.lock_key)
 
 
-class Badge(UniqueMixin, Model):
-    """Numeric keys, locks in their own table: owners are typed N."""
-
-    class Meta:
-        table_name = "badges"
-        region = "us-east-1"
-        unique_lock_table = "badge-locks"  # Renamed per test when bound.
-
-    id = NumberAttribute(hash_key=True)
-    code = UniqueAttribute(UnicodeAttribute(null=True), normalize=str.upper)
-
-
-def test_repair__typed_owners_in_a_separate_lock_table(backend: Backend) -> None:
+def test_repair__typed_owners_in_a_separate_lock_table(tickets: type[Ticket]) -> None:
     """Owners of a numeric key are matched and written as numbers."""
-    model = bind_model(Badge, backend, create=False)
-    model.Meta.unique_lock_table = unique_table_name("badge-locks")  # type: ignore[attr-defined]
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
+    model = tickets
     model(id=1, code="abc").save()
     model(id=2, code="def").save()
     raw = client(model)

@@ -1,7 +1,7 @@
-"""bulk_save: new records with their locks, packed into TransactWriteItems, on moto and dynoxide.
+"""bulk_save: new records with their locks, packed into TransactWriteItems, on dynoxide.
 
-moto is not atomic under concurrent requests and ignores ClientRequestToken (BACKENDS.md): on moto
-``bulk_save`` runs with one worker; threads, token replays and races run on dynoxide.
+moto is not atomic under concurrent requests and ignores ClientRequestToken (BACKENDS.md), and
+``bulk_save`` sends its chunks from worker threads and resends them with their tokens.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._model import snapshot
 from pynamodb_unique._model.context import context_of
+
+# bulk_save sends chunks from worker threads: moto takes one request at a time (BACKENDS.md).
+pytestmark = pytest.mark.backends("dynoxide")
+
+#: Threads sending chunks.
+WORKERS = 4
 
 
 class Customer(UniqueMixin, Model):
@@ -80,16 +86,6 @@ class RaceAccount(Account):
 
     class Meta(Account.Meta):
         max_pool_connections = 16
-
-
-@pytest.fixture
-def accounts(backend: Backend) -> type[Account]:
-    return bind_model(Account, backend)
-
-
-def _workers(backend: Backend) -> int:
-    """Threads sending chunks: moto takes one request at a time."""
-    return 1 if backend.name == "moto" else 4
 
 
 def _people(model: type[Account], count: int, prefix: str = "P", **extra: Any) -> list[Account]:
@@ -159,7 +155,7 @@ def test_bulk__records_in_input_order__packed_whole(backend: Backend, accounts: 
     people = _people(accounts, 35)
     people[0].username = people[1].username = None  # 2 actions each, 3 for the others: 34 records make 100
     with RequestCounter(accounts) as counter:
-        result = bulk_save(people, max_workers=_workers(backend))
+        result = bulk_save(people, max_workers=WORKERS)
     assert result.saved == tuple(people)
     first, second = sorted(_transactions(counter), key=len, reverse=True)  # Sent concurrently on dynoxide.
     assert (len(first), len(second)) == (100, 3)
@@ -182,7 +178,7 @@ def test_bulk__same_value_twice_in_input__first_wins_no_request_for_the_loser(
     bob = accounts(pk="D", email="d@x.io", username="bob")  # B waits for A, so bob is free for D
     settled: list[int] = []
     with RequestCounter(accounts) as counter:
-        result = bulk_save([ann, ann_again, handle_again, bob], max_workers=_workers(backend), progress=settled.append)
+        result = bulk_save([ann, ann_again, handle_again, bob], max_workers=WORKERS, progress=settled.append)
     assert result.saved == (ann, bob)
     assert result.existing == ()
     assert [(v.instance, v.constraint, v.values, v.owner, v.owner_model) for v in result.violations] == [
@@ -206,7 +202,7 @@ def test_bulk__first_claimer_refused__the_next_one_takes_the_value(backend: Back
     refused = accounts(pk="C", email="c@x.io", username="taken")  # Its username is H's.
     cee = accounts(pk="D", email="C@x.io")
     settled: list[int] = []
-    result = bulk_save([existing, ann, refused, cee], max_workers=_workers(backend), progress=settled.append)
+    result = bulk_save([existing, ann, refused, cee], max_workers=WORKERS, progress=settled.append)
     assert result.existing == (existing,)
     assert [(v.instance, v.constraint, v.owner) for v in result.violations] == [(refused, "HANDLE", ("H", "PROFILE"))]
     assert result.saved == (ann, cee)
@@ -246,7 +242,7 @@ def test_bulk__value_taken_in_the_table__violation_and_the_rest_resent(
     loser = people[2]
     loser.email = "Taken@X.io"
     with RequestCounter(accounts) as counter:
-        result = bulk_save(people, max_workers=_workers(backend))
+        result = bulk_save(people, max_workers=WORKERS)
     assert result.saved == (people[0], people[1], people[3], people[4])
     (violation,) = result.violations
     assert isinstance(violation, Violation)
@@ -269,7 +265,7 @@ def test_bulk__existing_record__left_untouched(backend: Backend, accounts: type[
     """An instance whose key holds another record is reported existing; that record and its locks stay."""
     accounts(pk="P0001", email="first@x.io", username="first", bio="original").save()
     people = _people(accounts, 3, bio="imported")
-    result = bulk_save(people, max_workers=_workers(backend))
+    result = bulk_save(people, max_workers=WORKERS)
     assert result.saved == (people[0], people[2])
     assert (result.existing, result.violations) == ((people[1],), ())
     stored = accounts.get("P0001", "PROFILE")
@@ -287,7 +283,7 @@ def test_bulk__record_already_stored_as_given__saved_once_its_locks_are_checked(
     client = accounts._get_connection().connection.client
     client.put_item(TableName=accounts.Meta.table_name, Item=people[1].serialize())
     with RequestCounter(accounts) as counter:
-        result = bulk_save(_people(accounts, 3), max_workers=_workers(backend))
+        result = bulk_save(_people(accounts, 3), max_workers=WORKERS)
     assert [a.pk for a in result.saved] == ["P0000", "P0001", "P0002"]
     assert (result.existing, result.violations) == ((), ())
     first, second = _transactions(counter)
@@ -340,9 +336,9 @@ def test_bulk__run_again__same_result_nothing_written_twice(backend: Backend, ac
         people[5].email = "taken@x.io"
         return people
 
-    first = bulk_save(batch(), max_workers=_workers(backend))
+    first = bulk_save(batch(), max_workers=WORKERS)
     table = sorted(json.dumps(i, sort_keys=True) for i in raw_items(accounts))
-    again = bulk_save(batch(), max_workers=_workers(backend))
+    again = bulk_save(batch(), max_workers=WORKERS)
     assert _outcome_of(again) == _outcome_of(first)
     assert _outcome_of(first)["violations"] == [("P0005", "EMAIL", ("H", "PROFILE"))]
     assert _outcome_of(first)["existing"] == ["P0003"]
@@ -387,7 +383,7 @@ def test_bulk__several_models__one_import(backend: Backend) -> None:
         notes(pk="C#0", sk="CUSTOMER", text="clobber"),  # the key of a stored customer
         versioned(id="V2", handle=None),
     ]
-    result = bulk_save(records, max_workers=_workers(backend))
+    result = bulk_save(records, max_workers=WORKERS)
     assert result.saved == (records[0], records[1], records[2], records[3], records[7])
     assert [(v.instance, v.constraint, v.owner, v.owner_model) for v in result.violations] == [
         (records[4], "EMAIL", ("C#0", "CUSTOMER"), "Customer"),
@@ -408,7 +404,7 @@ def test_bulk__saved_instances__next_save_plans_a_change_as_after_save(
     versioned = bind_model(Versioned, backend)
     by_bulk, by_save = accounts(pk="B", email="b@x.io", username="b"), accounts(pk="S", email="s@x.io", username="s")
     handle = versioned(id="V", handle="v")
-    bulk_save([by_bulk, handle], max_workers=_workers(backend))
+    bulk_save([by_bulk, handle], max_workers=WORKERS)
     by_save.save()
     assert handle.version == 1
     shapes = []
@@ -444,7 +440,7 @@ def test_bulk__bad_input__refused_before_any_request(
     """Bad input anywhere in the import raises before anything is sent."""
     records = [*_people(accounts, 2), bad(accounts)]
     with RequestCounter() as counter, pytest.raises(error, match=match):
-        bulk_save(records, max_workers=_workers(backend))
+        bulk_save(records, max_workers=WORKERS)
     assert counter.operations == []
     assert raw_items(accounts) == []
 
@@ -487,7 +483,7 @@ def test_bulk__transaction_conflict__resent_with_the_same_token(backend: Backend
     with RequestCounter(accounts) as counter:
         events.register_last("before-call.dynamodb", conflict, unique_id="bulk-conflict")
         try:
-            result = bulk_save(_people(accounts, 4), max_workers=_workers(backend))
+            result = bulk_save(_people(accounts, 4), max_workers=WORKERS)
         finally:
             events.unregister("before-call.dynamodb", unique_id="bulk-conflict")
     assert len(result.saved) == 4

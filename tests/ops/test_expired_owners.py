@@ -1,12 +1,12 @@
-"""Repair and migrate with expired owners, and same_as with sets: a review of three small fixes.
+"""Repair and migrate with expired owners, and ``Stored.same_as`` with sets.
 
-The review found two faults, fixed since: ``Stored.same_as`` took a map's own key named ``SS``,
+``Stored.same_as`` once took a map's own key named ``SS``,
 ``NS`` or ``BS`` for a set's type (two different values looked the same, and a plain ``save()``
 reported ``ConditionFailed``), and ``migrate`` stopped with ``ValueError`` on a foreign lock whose
 owner key held an item of an unknown class. Repair then skipped, run after run, the orphaned lock
 of an expired record of another model sharing the namespace (fixed next: the audit passes the
-owner model its lock records). Each ``test_*`` failed before its fix. ``test_probe_*`` pin what the review checked and
-found sound.
+owner model its lock records). The other tests pin families sharing a TTL name, renewals
+after an audit, separate lock tables, exports and expired owners of subclasses.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def _expire(model: type[Any], pk: str) -> None:
 
 def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> dict[str, Any]:
     """A family whose untagged base (kind None) has the TTL, inherited by every tagged subclass."""
-    table = unique_table_name("review-last-family")
+    table = unique_table_name("expired-family")
 
-    class BaseRL(UniqueMixin, Model):
+    class FamilyBase(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -78,23 +78,23 @@ def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> di
         email = UniqueAttribute(UnicodeAttribute(null=True))
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    BaseRL.Meta.host = host  # type: ignore[attr-defined]
+    FamilyBase.Meta.host = host  # type: ignore[attr-defined]
     if lock_table is not None:
-        BaseRL.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
-    found: dict[str, Any] = {"Base": BaseRL}
+        FamilyBase.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
+    found: dict[str, Any] = {"Base": FamilyBase}
     for i in range(members):
-        found[f"S{i}"] = type(f"Sub{i}RL", (BaseRL,), {"__module__": __name__}, discriminator=f"s{i}")
-    BaseRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        found[f"S{i}"] = type(f"Sub{i}RL", (FamilyBase,), {"__module__": __name__}, discriminator=f"s{i}")
+    FamilyBase.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     if lock_table is not None:
-        create_lock_table(BaseRL)
+        create_lock_table(FamilyBase)
     return found
 
 
 def _shared_namespace(host: str) -> tuple[Any, Any]:
-    """Two plain models of one table sharing the explicit namespace ``email``: only GuestRL expires."""
-    table = unique_table_name("review-last-shared")
+    """Two plain models of one table sharing the explicit namespace ``email``: only Guest expires."""
+    table = unique_table_name("expired-shared")
 
-    class UserRL(UniqueMixin, Model):
+    class User(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -103,7 +103,7 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
         sk = UnicodeAttribute(range_key=True, attr_name="SK", default="USER")
         email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
 
-    class GuestRL(UniqueMixin, Model):
+    class Guest(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -113,18 +113,18 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
         email = UniqueAttribute(UnicodeAttribute(null=True), name="email")
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    UserRL.Meta.host = host  # type: ignore[attr-defined]
-    GuestRL.Meta.host = host  # type: ignore[attr-defined]
-    UserRL.Meta.unique_item_filter = lambda model: model.sk == "USER"  # type: ignore[attr-defined]
-    GuestRL.Meta.unique_item_filter = lambda model: model.sk == "GUEST"  # type: ignore[attr-defined]
-    UserRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return UserRL, GuestRL
+    User.Meta.host = host  # type: ignore[attr-defined]
+    Guest.Meta.host = host  # type: ignore[attr-defined]
+    User.Meta.unique_item_filter = lambda model: model.sk == "USER"  # type: ignore[attr-defined]
+    Guest.Meta.unique_item_filter = lambda model: model.sk == "GUEST"  # type: ignore[attr-defined]
+    User.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return User, Guest
 
 
 def _session(host: str) -> Any:
-    table = unique_table_name("review-last-sessions")
+    table = unique_table_name("expired-sessions")
 
-    class SessionRL(UniqueMixin, Model):
+    class Session(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -135,24 +135,24 @@ def _session(host: str) -> Any:
         email = UniqueAttribute(UnicodeAttribute(null=True))
         expires = TTLAttribute(null=True, attr_name="ttl")
 
-    SessionRL.Meta.host = host  # type: ignore[attr-defined]
+    Session.Meta.host = host  # type: ignore[attr-defined]
 
-    class WebSessionRL(SessionRL, discriminator="web"):
+    class WebSession(Session, discriminator="web"):
         pass
 
-    SessionRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return SessionRL, WebSessionRL
+    Session.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return Session, WebSession
 
 
 def _active(record: Any) -> bool:
     return record.regions is not None
 
 
-class RegionsMemberRL(UniqueMixin, Model):
+class RegionsMember(UniqueMixin, Model):
     """A partial constraint reading a raw map keyed by country codes (Bahamas: ``BS``)."""
 
     class Meta:
-        table_name = "review-last-regions"
+        table_name = "expired-regions"
         region = "us-east-1"
         unique_constraints = [UniqueConstraint("email", condition=_active, condition_attributes=("regions",))]
 
@@ -162,15 +162,15 @@ class RegionsMemberRL(UniqueMixin, Model):
     regions = MapAttribute(null=True)  # type: ignore[var-annotated]
 
 
-class SetsRL(MapAttribute[str, Any]):
+class Sets(MapAttribute[str, Any]):
     names = UnicodeSetAttribute(null=True)
     codes = NumberSetAttribute(null=True)
     blobs = BinarySetAttribute(null=True, legacy_encoding=False)
 
 
-class SetsMemberRL(UniqueMixin, Model):
+class SetsMember(UniqueMixin, Model):
     class Meta:
-        table_name = "review-last-sets"
+        table_name = "expired-sets"
         region = "us-east-1"
         unique_constraints = [
             UniqueConstraint("email", condition=lambda r: r.prefs is not None, condition_attributes=("prefs", "many"))
@@ -178,20 +178,20 @@ class SetsMemberRL(UniqueMixin, Model):
 
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
-    prefs = SetsRL(null=True)
-    many = ListAttribute(of=SetsRL, null=True)  # type: ignore[var-annotated]
+    prefs = Sets(null=True)
+    many = ListAttribute(of=Sets, null=True)  # type: ignore[var-annotated]
 
 
 def _bind_regions(host: str) -> Any:
-    table = unique_table_name("review-last-regions")
+    table = unique_table_name("expired-regions")
 
-    class RegionsRL(RegionsMemberRL):
-        class Meta(RegionsMemberRL.Meta):
+    class Regions(RegionsMember):
+        class Meta(RegionsMember.Meta):
             table_name = table
 
-    RegionsRL.Meta.host = host  # type: ignore[attr-defined]
-    RegionsRL.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return RegionsRL
+    Regions.Meta.host = host  # type: ignore[attr-defined]
+    Regions.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return Regions
 
 
 # --- 3. Stored.same_as: a map key named like a set type ------------------------------------------
@@ -205,7 +205,7 @@ def test_same_as__map_key_named_bs__different_values_same() -> None:
     the map entry ``{"S": "Bahamas"}`` is "sorted" into its keys, ``["S"]``, for both maps. A
     changed unique (or condition) value then reads as unchanged.
     """
-    context = context_of(RegionsMemberRL)
+    context = context_of(RegionsMember)
     assert context is not None
     one = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Bahamas")})
     other = Stored(exists=True, values={"email": "a@x.io", "regions": MapAttribute(BS="Belize")})
@@ -238,15 +238,15 @@ def test_save__map_key_named_bs_changed_by_another_writer__saved_not_condition_f
     assert model.get("a").note == "changed"
 
 
-def test_same_as_sets_in_lists_binary_and_none() -> None:
+def test_same_as__sets_in_lists_binary_and_none__judged_right() -> None:
     """Sets inside a list of maps, binary sets (bytes sort), None and absent values: judged right."""
-    context = context_of(SetsMemberRL)
+    context = context_of(SetsMember)
     assert context is not None
     planner = context.planner
 
     def stored(names: list[str], blobs: list[bytes], codes: list[int], second: list[str]) -> Stored:
-        prefs = SetsRL(names=set(names), blobs=set(blobs), codes=set(codes))
-        many = [SetsRL(names=set(second)), SetsRL(blobs=set(blobs))]
+        prefs = Sets(names=set(names), blobs=set(blobs), codes=set(codes))
+        many = [Sets(names=set(second)), Sets(blobs=set(blobs))]
         return Stored(exists=True, values={"email": "a@x.io", "prefs": prefs, "many": many})
 
     a = stored(["x", "y", "z"], [b"\x00", b"\xff", b"a"], [1, 9, 10], ["p", "q"])
@@ -266,7 +266,7 @@ def test_same_as_sets_in_lists_binary_and_none() -> None:
 
 
 @pytest.mark.integration
-def test_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_as__successful_write__not_called(dynoxide_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """same_as (and _in_order) run only after a failed record guard, never on a successful write."""
     model = _bind_regions(dynoxide_endpoint)
     calls: list[int] = []
@@ -299,11 +299,11 @@ def test_same_as_not_on_the_hot_path(dynoxide_endpoint: str, monkeypatch: pytest
 def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__deleted(
     dynoxide_endpoint: str, tmp_path: Path, how: str
 ) -> None:
-    """An expired GuestRL's orphaned lock, audited from UserRL (one explicit namespace, one table), is deleted.
+    """An expired Guest's orphaned lock, audited from User (one explicit namespace, one table), is deleted.
 
     The audit's scope takes every model declaring the namespace (``declaring``): it judges the
-    GuestRL record gone by GuestRL's TTLAttribute and reports its live lock as orphaned. Repair's
-    owner check took its expiry clauses from the audited UserRL, a plain model without a TTL, as
+    Guest record gone by Guest's TTLAttribute and reports its live lock as orphaned. Repair's
+    owner check took its expiry clauses from the audited User, a plain model without a TTL, as
     the expired owner is not among the audit's records: the check was ``attribute_not_exists(PK)``
     alone, which failed until DynamoDB's TTL deleted the item (up to days), run after run. The
     audit now passes the owner model the lock records (``uniq_owner_model``), through an export's
@@ -326,10 +326,10 @@ def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__delet
 
 @pytest.mark.integration
 def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_kept(dynoxide_endpoint: str) -> None:
-    """The expired GuestRL comes back live (another writer renews it) between audit and repair: its lock stays.
+    """The expired Guest comes back live (another writer renews it) between audit and repair: its lock stays.
 
-    Repair's check of the owner, as GuestRL (the lock's owner model): gone, or expired by
-    GuestRL's TTL; a renewed record meets neither, and the lock of a live value is kept.
+    Repair's check of the owner, as Guest (the lock's owner model): gone, or expired by
+    Guest's TTL; a renewed record meets neither, and the lock of a live value is kept.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
     # One epoch for the save and the renewal: the renewed record's expiry is its lock's to the
@@ -354,15 +354,15 @@ def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_
 
 @pytest.mark.integration
 def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_holder(dynoxide_endpoint: str) -> None:
-    """A UserRL record holds a value whose lock names an expired GuestRL: repair gives the lock to the holder.
+    """A User record holds a value whose lock names an expired Guest: repair gives the lock to the holder.
 
-    The owner check is GuestRL's (gone, or expired by its TTL), as the lock records that model;
-    checked as the audited UserRL it would wait for DynamoDB's TTL to delete the guest.
+    The owner check is Guest's (gone, or expired by its TTL), as the lock records that model;
+    checked as the audited User it would wait for DynamoDB's TTL to delete the guest.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
     guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
     set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
-    # Another writer stores a UserRL record holding the value, without its lock.
+    # Another writer stores a User record holding the value, without its lock.
     client(user).put_item(TableName=user.Meta.table_name, Item={**record_key("U#1", "USER"), "email": {"S": "g@x.io"}})
     report = audit(user)
     assert [p.kind for p in report.problems] == ["foreign"]
@@ -375,7 +375,7 @@ def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_
 
 
 @pytest.mark.integration
-def test_family_shared_ttl_name_kind_none_base(dynoxide_endpoint: str) -> None:
+def test_family_repair__shared_ttl_name_and_untagged_base__orphaned_locks_deleted(dynoxide_endpoint: str) -> None:
     """Base (kind None) and two subclasses share the TTL ``ttl``: orphaned locks of expired records of each, deleted.
 
     The owner check ORs three clauses on the same ``ttl`` and ``kind`` names (placeholders reused,
@@ -402,7 +402,7 @@ def test_family_shared_ttl_name_kind_none_base(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_renewed_after_audit_skipped(dynoxide_endpoint: str) -> None:
+def test_family_repair__owner_renewed_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
     """Time skew: the owner is renewed (expiry in the future again) between audit and repair: skipped, lock kept."""
     fam = _family(dynoxide_endpoint)
     base, s1 = fam["Base"], fam["S1"]
@@ -422,7 +422,7 @@ def test_family_renewed_after_audit_skipped(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
+def test_family_repair__forty_classes__condition_under_4_kb_applied(dynoxide_endpoint: str) -> None:
     """A family of 40 classes: one clause each, the condition stays under DynamoDB's 4 KB and is applied."""
     fam = _family(dynoxide_endpoint, members=40)
     base, last = fam["Base"], fam["S39"]
@@ -439,9 +439,11 @@ def test_family_large_condition_accepted(dynoxide_endpoint: str) -> None:
 
 
 @pytest.mark.integration
-def test_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_family_repair__separate_lock_table_and_export__expired_owner_lock_deleted(
+    dynoxide_endpoint: str, tmp_path: Path
+) -> None:
     """A separate lock table, then an export audit: the expired subclass owner's lock deleted both ways."""
-    locks_name = unique_table_name("review-last-locks")
+    locks_name = unique_table_name("expired-locks")
     fam = _family(dynoxide_endpoint, lock_table=locks_name)
     base, s0 = fam["Base"], fam["S0"]
     s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
@@ -459,7 +461,7 @@ def test_family_separate_lock_table_and_export(dynoxide_endpoint: str, tmp_path:
 
 
 @pytest.mark.integration
-def test_plain_model_export_audit_expired_owner(dynoxide_endpoint: str, tmp_path: Path) -> None:
+def test_export_audit__plain_model_expired_owner__lock_deleted(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """A plain expiring model (family = [model]) audited from an export: its expired owner's lock is deleted."""
     model, web = _session(dynoxide_endpoint)
     web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
@@ -503,7 +505,9 @@ def test_migrate__foreign_lock_owner_of_an_unknown_class__left_not_raised(dynoxi
 
 @pytest.mark.integration
 @pytest.mark.parametrize("expiry", [{"NULL": True}, None], ids=["null", "absent"])
-def test_migrate_owner_expiry_not_a_number_is_a_conflict(dynoxide_endpoint: str, expiry: dict[str, Any] | None) -> None:
+def test_migrate__owner_expiry_null_or_absent__holds_a_conflict(
+    dynoxide_endpoint: str, expiry: dict[str, Any] | None
+) -> None:
     """An owner whose expiry is NULL or absent is not expired (as the audit judges): it holds; a past one: not."""
     model, web = _session(dynoxide_endpoint)
     epoch = epoch_in_days(2)
@@ -523,7 +527,7 @@ def test_migrate_owner_expiry_not_a_number_is_a_conflict(dynoxide_endpoint: str,
 
 
 @pytest.mark.integration
-def test_migrate_owner_expired_subclass_left(dynoxide_endpoint: str) -> None:
+def test_migrate__expired_subclass_owner__left_for_repair(dynoxide_endpoint: str) -> None:
     """An owner stored as the subclass, expired by the TTL it inherits: left for repair, which moves the lock."""
     model, web = _session(dynoxide_endpoint)
     _foreign(model, web, {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": str(int(time.time()) - 3600)}})

@@ -1,4 +1,4 @@
-"""audit(export=...): the audit of a DynamoDB export agrees with the live audit, on moto and dynoxide.
+"""audit(export=...): the audit of a DynamoDB export agrees with the live audit, on moto.
 
 Each test damages tables as tests/ops/test_audit_repair.py does, writes an export of them in the real format
 (tests/_export.py), and compares the two reports: the problems (kind, lock key, values, owner,
@@ -31,6 +31,7 @@ from _damage import (
 )
 from _export import export_tables, write_export
 from click.testing import CliRunner
+from models import Customer, Employee, Member
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
@@ -46,7 +47,6 @@ from pynamodb_unique import (
     AuditReport,
     Former,
     UniqueAttribute,
-    UniqueConstraint,
     UniqueError,
     UniqueMixin,
     audit,
@@ -56,7 +56,6 @@ from pynamodb_unique import (
 from pynamodb_unique.cli import cli
 
 LAYOUTS = [pytest.param(False, id="shared"), pytest.param(True, id="separate")]
-SECRET = b"export-test-secret-32-bytes-0000"
 
 
 def _export(model: type[Model], folder: Path) -> dict[str, Path]:
@@ -117,27 +116,6 @@ def test_export_audit__many_batches__same_report_as_live(
     assert list((tmp_path / "spill").iterdir()) == []  # DuckDB's files are gone.
 
 
-class Member(UniqueMixin, Model):
-    """A partial constraint (soft-deleted members give their handle back) and hashed ones."""
-
-    class Meta:
-        table_name = "export-members"
-        region = REGION
-        unique_secret = SECRET
-        unique_constraints = [
-            UniqueConstraint("handle", name="ACTIVE_HANDLE", condition=lambda item: item.status != "deleted"),
-            UniqueConstraint("org", "phone", name="ORG_PHONE", hashed=True),
-        ]
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="MEMBER")
-    handle = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="active")
-    org = UnicodeAttribute(null=True)
-    phone = UnicodeAttribute(null=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), hashed=True)
-
-
 def test_export_audit__hashed_and_partial_constraints(backend: Backend, tmp_path: Path) -> None:
     """Hashed lock keys recomputed, a condition that stopped holding, a hashed duplicate: as live."""
     model = bind_model(Member, backend)
@@ -165,32 +143,6 @@ def test_export_audit__hashed_and_partial_constraints(backend: Backend, tmp_path
         ("EMAIL", "missing"),
         ("ORG_PHONE", "duplicate"),
     ]
-
-
-class Customer(UniqueMixin, Model):
-    """Customers of a single-table design: SK = CUSTOMER."""
-
-    class Meta:
-        table_name = "export-shop"
-        region = REGION
-        unique_item_filter = staticmethod(lambda m: m.sk == "CUSTOMER")
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="CUSTOMER")
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="CUSTOMER_EMAIL")
-
-
-class Employee(UniqueMixin, Model):
-    """Employees in the same table, with a unique badge."""
-
-    class Meta:
-        table_name = "export-shop"
-        region = REGION
-        unique_item_filter = staticmethod(lambda m: m.sk == "EMPLOYEE")
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
-    badge = UniqueAttribute(UnicodeAttribute(null=True))
 
 
 def _animals(backend: Backend, table: str) -> dict[str, Any]:
@@ -222,6 +174,8 @@ def test_export_audit__single_table_design(backend: Backend, tmp_path: Path) -> 
     table = unique_table_name("shop")
     customers = bind_model(Customer, backend, table)
     employees = bind_model(Employee, backend, table, create=False)
+    customers.Meta.unique_item_filter = lambda m: m.sk == "CUSTOMER"  # type: ignore[attr-defined]
+    employees.Meta.unique_item_filter = lambda m: m.sk == "EMPLOYEE"  # type: ignore[attr-defined]
     zoo = _animals(backend, table)
     customers(pk="C#1", email="ada@x.io").save()
     customers(pk="C#2", email="bob@x.io").save()

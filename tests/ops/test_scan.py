@@ -18,6 +18,9 @@ from pynamodb_unique._model.seam import connection
 from pynamodb_unique._ops import scan as _scan
 from pynamodb_unique._ops.scan import scan_pages
 
+# Paging (1 MB pages, cut-short pages) is the server's: both backends.
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 #: Every kind of DynamoDB value, nested too; a string that looks like a binary marker's name.
 VARIED: list[dict[str, Any]] = [
     {

@@ -20,6 +20,7 @@ from _damage import (
     put_record,
 )
 from _invariant import assert_invariant
+from models import Customer, Employee
 from pynamodb.attributes import BinaryAttribute, DiscriminatorAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -301,30 +302,6 @@ def test_handle__old_image_only_stream(backend: Backend) -> None:
     assert (left.event, left.key, left.lock_key) == ("INSERT", GRACE, None)
     assert "NewImage" in left.reason
     assert lock_owners(accounts) == {}
-
-
-class Customer(UniqueMixin, Model):
-    """Customers of a single-table design: SK = CUSTOMER."""
-
-    class Meta:
-        table_name = "stream-shop"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="CUSTOMER")
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="CUSTOMER_EMAIL")
-
-
-class Employee(UniqueMixin, Model):
-    """Employees in the same table: SK = EMPLOYEE, a unique badge."""
-
-    class Meta:
-        table_name = "stream-shop"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    sk = UnicodeAttribute(range_key=True, attr_name="SK", default="EMPLOYEE")
-    badge = UniqueAttribute(UnicodeAttribute(null=True))
 
 
 def test_handle__single_table_reads_only_the_models_records(backend: Backend) -> None:

@@ -17,13 +17,14 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _export import export_tables
 from _invariant import assert_invariant
-from pynamodb.attributes import JSONAttribute, MapAttribute, UnicodeAttribute, VersionAttribute
+from models import Contact, Flagged, JsonConditioned
+from models import Defaulted as _Defaulted
+from pynamodb.attributes import UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
     TransactWrite,
     UniqueAttribute,
-    UniqueConstraint,
     UniqueMixin,
     audit,
     migrate,
@@ -38,79 +39,16 @@ M = TypeVar("M", bound=Model)
 # --- models ----------------------------------------------------------------------------------
 
 
-class FlagsRv(UniqueMixin, Model):
-    """A partial constraint whose condition reads a raw MapAttribute (``r.flags.active``)."""
+class Defaulted(_Defaulted):
+    """``models.Defaulted`` with a second, plain unique attribute."""
 
-    class Meta:
-        table_name = "stored-view-readers-flags"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="ACTIVE_EMAILRv",
-                condition=lambda r: r.flags is not None and bool(r.flags.active),
-                condition_attributes=("flags",),
-            )
-        ]
+    class Meta(_Defaulted.Meta):
+        table_name = "defaulted-with-handle"
 
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    flags = MapAttribute(null=True)  # type: ignore[var-annotated,no-untyped-call]
+    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLE")
 
 
-class JsonRv(UniqueMixin, Model):
-    """A partial constraint whose condition reads a JSONAttribute (stored as text)."""
-
-    class Meta:
-        table_name = "stored-view-readers-json"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="JSON_EMAILRv",
-                condition=lambda r: r.meta is not None and bool(r.meta.get("active")),
-                condition_attributes=("meta",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    meta = JSONAttribute(null=True)
-    bio = UnicodeAttribute(null=True)
-
-
-class DefaultedRv(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a fixed default; a second plain unique attribute."""
-
-    class Meta:
-        table_name = "stored-view-readers-defaulted"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAILRv", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(default="live")
-    handle = UniqueAttribute(UnicodeAttribute(null=True), name="HANDLERv")
-    bio = UnicodeAttribute(null=True)
-
-
-class PlainRv(UniqueMixin, Model):
-    """One unique attribute, nothing else special."""
-
-    class Meta:
-        table_name = "stored-view-readers-plain"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="EMAILRv")
-    bio = UnicodeAttribute(null=True)
-
-
-class VersionedRv(UniqueMixin, Model):
+class Versioned(UniqueMixin, Model):
     """One unique attribute and optimistic locking."""
 
     class Meta:
@@ -118,7 +56,7 @@ class VersionedRv(UniqueMixin, Model):
         region = "us-east-1"
 
     pk = UnicodeAttribute(hash_key=True)
-    email = UniqueAttribute(UnicodeAttribute(null=True), name="VEMAILRv")
+    email = UniqueAttribute(UnicodeAttribute(null=True), name="VEMAIL")
     bio = UnicodeAttribute(null=True)
     version = VersionAttribute()
 
@@ -169,7 +107,7 @@ def test_audit__map_condition_attribute__clean_after_library_save(moto_backend: 
     ``_stored_value``, which gives the raw ``MapAttribute.deserialize`` result, a plain dict, so
     the same condition raises AttributeError and the audit fails ("cannot read the item").
     """
-    model = bind_model(FlagsRv, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     model(pk="b", email="b@x.io", flags={"active": False}).save()
     assert model.unique_owner(email="a@x.io") == ("a",)
@@ -181,7 +119,7 @@ def test_audit__map_condition_attribute__clean_after_library_save(moto_backend: 
 
 def test_export_audit__map_condition_attribute__clean(moto_backend: None, tmp_path: Path) -> None:
     """The export audit reads the same items as the live one: a map condition must not fail it."""
-    model = bind_model(FlagsRv, MOTO)
+    model = bind_model(Flagged, MOTO)
     model(pk="a", email="a@x.io", flags={"active": True}).save()
     client = model._get_connection().connection.client
     exports = export_tables(client, [model.Meta.table_name], tmp_path)
@@ -195,7 +133,7 @@ def test_streams__map_condition_attribute__insert_by_other_writer_creates_lock(m
     Before the fix, ``_Handler.wanted`` evaluated the condition on ``read_record`` values: a dict for a raw map,
     so ``r.flags.active`` fails and the record is left "cannot read the stream record".
     """
-    model = bind_model(FlagsRv, MOTO)
+    model = bind_model(Flagged, MOTO)
     item = {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "flags": {"M": {"active": {"BOOL": True}}}}
     _put_raw(model, item)
     report = streams.handle(model, _stream_insert(model, item))
@@ -207,7 +145,7 @@ def test_streams__map_condition_attribute__insert_by_other_writer_creates_lock(m
 # --- 1/2. JSONAttribute text as another writer stores it -------------------------------------
 
 
-def _compact_json_record(model: type[JsonRv]) -> dict[str, Any]:
+def _compact_json_record(model: type[JsonConditioned]) -> dict[str, Any]:
     """A record whose JSON was written compactly by another writer (valid JSON, PynamoDB loads it)."""
     item = {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":true}'}}
     _put_raw(model, item)
@@ -223,10 +161,10 @@ def test_repair__json_condition_attribute_written_compactly__creates_missing_loc
     (``{"active": true}``), which the stored text ``{"active":true}`` never equals: before the
     fix, it was "skipped" every time, though nothing changed. Repair now reads the stored text.
     """
-    model = bind_model(JsonRv, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#JSON_EMAILRv#j@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#JSON_EMAIL#j@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert model.unique_owner(email="j@x.io") == ("j1",)
@@ -239,7 +177,7 @@ def test_repair__json_changed_since_the_audit__skipped(moto_backend: None) -> No
     spelled compactly again. Taking the text read now for the check would pass it and give an
     inactive record a lock: the text is taken only while its value is still the one audited.
     """
-    model = bind_model(JsonRv, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     report = audit(model)
     _put_raw(model, {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":false}'}})
@@ -254,7 +192,7 @@ def test_streams__json_condition_attribute_written_compactly__insert_creates_loc
     Before the fix, each of its 4 attempts was cancelled by its own check, and the record was left with "the record
     or its locks changed 4 times" though it never changed.
     """
-    model = bind_model(JsonRv, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     item = _compact_json_record(model)
     report = streams.handle(model, _stream_insert(model, item))
     assert report.left == ()
@@ -268,7 +206,7 @@ def test_save__json_condition_attribute_written_compactly__loaded_record_saves(m
     The compare-and-swap checks the text as loaded (``Stored.verbatim``), not the value
     re-serialized by ``json.dumps``, which the stored text never equals.
     """
-    model = bind_model(JsonRv, MOTO)
+    model = bind_model(JsonConditioned, MOTO)
     _compact_json_record(model)
     loaded = model.get("j1")
     loaded.bio = "hello"
@@ -281,7 +219,7 @@ def test_save__json_condition_attribute_written_compactly__loaded_record_saves(m
 # --- 1/2. attributes stored as NULL ----------------------------------------------------------
 
 
-def _null_status_record(model: type[DefaultedRv]) -> dict[str, Any]:
+def _null_status_record(model: type[Defaulted]) -> dict[str, Any]:
     """A record with ``status`` stored as NULL: PynamoDB loads its default, "live"."""
     item = {"pk": {"S": "n1"}, "email": {"S": "n@x.io"}, "status": {"NULL": True}}
     _put_raw(model, item)
@@ -296,10 +234,10 @@ def test_repair__null_stored_defaulted_condition_attribute__creates_missing_lock
     repair's check was ``attribute_not_exists(status) OR status = "live"``, false for an attribute
     that exists with a NULL value: the fix was skipped for ever.
     """
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _null_status_record(model)
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#n@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#n@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert_invariant(model)
@@ -311,10 +249,10 @@ def test_repair__null_stored_unique_attribute__other_constraint_lock_created(mot
     ``handle`` stored as NULL is no value (None), which ``compare_and_swap`` checked as
     ``attribute_not_exists(handle)``: false for the stored NULL, so the email lock is never created.
     """
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _put_raw(model, {"pk": {"S": "n2"}, "email": {"S": "m@x.io"}, "handle": {"NULL": True}})
     report = audit(model)
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#m@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#m@x.io")]
     fixed = repair(model, report, apply=True)
     assert [f.outcome for f in fixed.fixes] == ["applied"]
     assert_invariant(model)
@@ -322,7 +260,7 @@ def test_repair__null_stored_unique_attribute__other_constraint_lock_created(mot
 
 def test_streams__null_stored_defaulted_condition_attribute__insert_creates_lock(moto_backend: None) -> None:
     """The stream handler's check accepts NULL where the attribute is expected absent (it left the record)."""
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     item = _null_status_record(model)
     report = streams.handle(model, _stream_insert(model, item))
     assert report.left == ()
@@ -336,7 +274,7 @@ def test_save__null_stored_unique_attribute__loaded_record_saves(moto_backend: N
     The snapshot holds None; before the fix, checked as ``attribute_not_exists(handle)``, which the NULL-stored
     attribute fails; the re-read gives None again, so the library raises ConditionFailed.
     """
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _put_raw(model, {"pk": {"S": "n3"}, "handle": {"NULL": True}})
     loaded = model.get("n3")
     loaded.bio = "x"
@@ -351,7 +289,7 @@ def test_migrate__null_stored_defaulted_condition_attribute__creates_lock(moto_b
     audited default "live" that is ``attribute_not_exists(status) OR status = "live"``, false for
     the stored NULL, so the record is counted as changed since the scan on every run.
     """
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _null_status_record(model)
     report = migrate(model, apply=True)
     assert [f.outcome for f in report.fixes] == ["applied"]
@@ -365,7 +303,7 @@ def test_transact__null_stored_unique_attribute__loaded_record_saves(moto_backen
     the caller's own condition failing (``_record_problem``: the re-read looks the same), and
     TransactWriteError is raised for a transaction with no caller condition.
     """
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _put_raw(model, {"pk": {"S": "n4"}, "handle": {"NULL": True}})
     loaded = model.get("n4")
     loaded.bio = "x"
@@ -374,12 +312,12 @@ def test_transact__null_stored_unique_attribute__loaded_record_saves(moto_backen
     assert model.get("n4").bio == "x"
 
 
-# --- probes: a defaulted attribute the item lacks (expected to pass) --------------------------
+# --- a defaulted attribute the item lacks ----------------------------------------------------
 
 
 def test_streams__defaulted_condition_attribute_absent__insert_creates_lock(moto_backend: None) -> None:
     """An INSERT image without ``status`` (loads as "live") gets its lock; the check accepts it absent."""
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     item = {"pk": {"S": "d1"}, "email": {"S": "d@x.io"}}
     _put_raw(model, item)
     report = streams.handle(model, _stream_insert(model, item))
@@ -390,11 +328,11 @@ def test_streams__defaulted_condition_attribute_absent__insert_creates_lock(moto
 @pytest.mark.parametrize("engine", ["memory", "duckdb"])
 def test_audit__defaulted_condition_attribute_absent__engines_agree(moto_backend: None, engine: str) -> None:
     """Both engines expect the lock of a record lacking its defaulted condition attribute."""
-    model = bind_model(DefaultedRv, MOTO)
+    model = bind_model(Defaulted, MOTO)
     _put_raw(model, {"pk": {"S": "d1"}, "email": {"S": "d@x.io"}})
     model(pk="d2", email="e@x.io", status="gone").save()
     report = audit(model, engine=engine)  # type: ignore[arg-type]
-    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAILRv#d@x.io")]
+    assert _facts(report) == [("missing", "UNIQ#LIVE_EMAIL#d@x.io")]
 
 
 # --- 3. TransactWrite ------------------------------------------------------------------------
@@ -408,7 +346,7 @@ def test_transact__instance_changed_after_save_before_commit__locks_match_record
     record's Put at commit (``_materialize`` → ``record_kwargs``): the record is written with the
     new value while the lock is taken for the old one.
     """
-    model = bind_model(PlainRv, MOTO)
+    model = bind_model(Contact, MOTO)
     record = model(pk="t1", email="old@x.io")
     with TransactWrite() as tx:
         tx.save(record)
@@ -418,7 +356,7 @@ def test_transact__instance_changed_after_save_before_commit__locks_match_record
 
 def test_transact__versioned_save__local_version_bumped(moto_backend: None) -> None:
     """A unique versioned record saved in a TransactWrite gets its local version, as PynamoDB's does."""
-    model = bind_model(VersionedRv, MOTO)
+    model = bind_model(Versioned, MOTO)
     record = model(pk="v1", email="v@x.io")
     with TransactWrite() as tx:
         tx.save(record)
