@@ -35,6 +35,9 @@ from pynamodb_unique import (
 )
 from pynamodb_unique.normalizers import chain, email, skeleton, username
 
+#: The issue asks each feature on moto and on the real server (dynoxide).
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HANDLE = chain(username, skeleton)
 

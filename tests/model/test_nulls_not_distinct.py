@@ -36,6 +36,9 @@ from pynamodb_unique import (
 )
 from pynamodb_unique.streams import handle
 
+#: The issue asks each feature on moto and on the real server (dynoxide).
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 HOME = "UNIQ#TENANT_SLUG#%0#home"
 
 

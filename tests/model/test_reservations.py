@@ -30,6 +30,9 @@ from pynamodb_unique import (
 )
 from pynamodb_unique._core.constraint import LOCK_EXPIRES, RESERVATION
 
+#: The issue asks each feature on moto and on the real server (dynoxide).
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 ADA = "UNIQ#USERNAME#ada"
 SLUG = "UNIQ#TENANT_SLUG#acme#home"
 

@@ -20,6 +20,9 @@ from pynamodb_unique import DuplicateValue, UniqueViolation, audit, inspect, rep
 from pynamodb_unique._core.constraint import RESERVATION
 from pynamodb_unique.cli import cli
 
+#: The issue asks each feature on moto and on the real server (dynoxide).
+pytestmark = pytest.mark.backends("moto", "dynoxide")
+
 ADA = "UNIQ#USERNAME#ada"
 
 
