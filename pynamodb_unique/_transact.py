@@ -31,7 +31,7 @@ from ._model.seam import (
     transaction_settings,
 )
 from ._write import telemetry as _telemetry
-from ._write.engine import Intent, after_success, violation
+from ._write.engine import Intent, after_success
 from ._write.requests import lock_kwargs, record_kwargs
 from ._write.reserve import Reservation, claims_for, lost
 from ._write.send import check_token, commit_grouped, derive_token, new_token, raise_missing_table, request_clock
@@ -373,7 +373,7 @@ class TransactWrite(_PynamoTransactWrite):
             raise lost(outcome.lost, [r for e in self._uniq_entries for r in e.reservations], exc)
         if isinstance(outcome, Violated):
             violations = [
-                violation(by_action[id(f.action)].context, by_action[id(f.action)].instance, f) for f in outcome.taken
+                by_action[id(f.action)].context.violation(f, by_action[id(f.action)].instance) for f in outcome.taken
             ]
             _telemetry.violated(violations)
             raise UniqueViolation(violations, exc)

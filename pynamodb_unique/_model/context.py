@@ -20,8 +20,8 @@ from pynamodb.constants import NULL, NUMBER, STRING
 
 from .._core.keys import LOCK_PREFIX
 from .._core.limits import RETRY_ATTEMPTS
-from .._core.lockitem import OwnerKey, owner_fields
-from .._core.plan import Planner, Stored, fixed_default
+from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation, owner_fields
+from .._core.plan import LockPut, Planner, Stored, fixed_default
 from .._core.seconds import second_bounds
 from ..exceptions import InvalidUniqueValue
 from . import registry as _registry
@@ -35,6 +35,9 @@ from .snapshot import loaded_stored
 if TYPE_CHECKING:
     from pynamodb.connection import TableConnection
     from pynamodb.models import Model
+
+    from .._core.outcome import Finding
+    from ..exceptions import Violation
 
 #: Python types whose values cannot change in place: a snapshot may share them with the instance.
 _IMMUTABLE: Final = frozenset(
@@ -233,6 +236,23 @@ class ModelContext:
         except (TypeError, ValueError):
             # Another model's record owns the lock and its key types differ: its key as stored.
             return tuple(owner)
+
+    def violation(self, finding: Finding, instance: Model | None = None) -> Violation:
+        """The violation a ``taken`` finding means, its owner (or reservation) read from the lock item.
+
+        Args:
+            finding: a lock put that met a value held by another record, a hold or a reservation.
+            instance: the record that wanted the value (None for a reservation).
+        """
+        action = finding.action
+        assert isinstance(action, LockPut)  # noqa: S101 - only taken findings come here.
+        item = finding.item
+        owner = self.decode_owner(lock_owner(item))
+        reserved = lock_reservation(item) is not None
+        held_until = self.locks().held_until(item)
+        return action.constraint.violation(
+            action.values, owner, instance, lock_owner_model(item), held_until, reserved=reserved
+        )
 
     def read_record(self, item: Mapping[str, Any]) -> tuple[OwnerKey, dict[str, Any]]:
         """A stored record's owner key and unique values, read from its item without building an instance.

@@ -32,7 +32,7 @@ from .._model.seam import connection as model_connection
 from .._model.seam import serialized_key
 from ..exceptions import InvalidUniqueValue, Violation
 from . import telemetry as _telemetry
-from .engine import Intent, after_success, plan_once, violation
+from .engine import Intent, after_success, plan_once
 from .requests import build_request
 from .reserve import Reservation, claims_for
 from .send import request_clock, send_transaction
@@ -326,7 +326,7 @@ def _waited(waiting: list[_Record], claims: _Claims, outcomes: _Outcomes) -> lis
         # Each constraint once (during a migration a value may be taken under both forms).
         first = {id(action.constraint): (action, lock) for action, lock in reversed(taken)}
         found = [Finding("taken", action, lock) for action, lock in reversed(first.values())]
-        outcomes.violations[record.index] = [violation(record.context, record.instance, f) for f in found]
+        outcomes.violations[record.index] = [record.context.violation(f, record.instance) for f in found]
         _telemetry.violated(outcomes.violations[record.index])
     return again
 
@@ -435,7 +435,7 @@ class _Outcomes:
                     again.append(record)
             elif isinstance(outcome, Violated):
                 assert record.context is not None  # noqa: S101 - only lock puts are taken.
-                self.violations[record.index] = [violation(record.context, record.instance, f) for f in outcome.taken]
+                self.violations[record.index] = [record.context.violation(f, record.instance) for f in outcome.taken]
                 _telemetry.violated(self.violations[record.index])
             else:
                 again.append(record)

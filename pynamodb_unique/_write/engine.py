@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from pynamodb.models import Model
 
 from .._core.limits import MAX_PLANS
-from .._core.lockitem import OwnerKey, lock_owner, lock_owner_model, lock_reservation
-from .._core.outcome import ClaimLost, Finding, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
+from .._core.lockitem import OwnerKey
+from .._core.outcome import ClaimLost, LocksMoved, Unexplained, Violated, WriteFailed, decide, interpret
 from .._core.plan import (
     ABSENT,
-    LockPut,
     Plan,
     Planner,
     RecordOp,
@@ -29,7 +28,7 @@ from .._model import records, snapshot, updates
 from .._model.context import ModelContext
 from .._model.registry import stored_class
 from .._model.seam import connection, update_kwargs
-from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation, Violation
+from ..exceptions import ConditionFailed, StaleWrite, UniqueViolation
 from . import telemetry as _telemetry
 from .requests import OPERATIONS, and_conditions, build_request
 from .reserve import Reservation, lost
@@ -51,17 +50,6 @@ METHODS: Final[dict[RecordOp, str]] = {"put": "save", "update": "update", "delet
 
 #: No lock keys (the first plan's ``not_ours``).
 _NONE: Final[frozenset[str]] = frozenset()
-
-
-def violation(context: ModelContext, instance: Model, finding: Finding) -> Violation:
-    """The violation a ``taken`` finding means, with the owner (or the reservation) read from the lock item."""
-    action = finding.action
-    assert isinstance(action, LockPut)  # noqa: S101 - only taken findings come here.
-    c = action.constraint
-    owner = context.decode_owner(lock_owner(finding.item))
-    held_until = context.locks().held_until(finding.item)
-    reserved = lock_reservation(finding.item) is not None
-    return c.violation(action.values, owner, instance, lock_owner_model(finding.item), held_until, reserved=reserved)
 
 
 #: The unique values a write wants: fixed (a save's, a delete's none), or computed from what is
@@ -314,7 +302,7 @@ def _after_failure(
     if isinstance(outcome, ClaimLost):
         raise lost(outcome.lost, reservations, failure.cause)
     if isinstance(outcome, Violated):
-        violations = [violation(context, instance, f) for f in outcome.taken]
+        violations = [context.violation(f, instance) for f in outcome.taken]
         _telemetry.violated(violations)
         raise UniqueViolation(violations, failure.cause)
     if isinstance(outcome, Unexplained):

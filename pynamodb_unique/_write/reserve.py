@@ -17,17 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .._core.lockitem import lock_owner, lock_owner_model, lock_reservation
-from .._core.outcome import Finding, WriteFailed
+from .._core.outcome import Finding, WriteFailed, interpret
 from .._core.plan import LockPut
 from .._core.reservation import reserved_locks
 from .._model.context import ModelContext, context_of
-from ..exceptions import InvalidUniqueValue, ReservationLost, UniqueConfigError, UniqueViolation, Violation
+from ..exceptions import InvalidUniqueValue, ReservationLost, UniqueConfigError, UniqueViolation
 from . import telemetry as _telemetry
 from .send import TRANSACT_KINDS, Request, new_token, send
 
 if TYPE_CHECKING:
-    from .._core.constraint import Constraint
     from .._model.locks import LockTable
 
 #: How long a reservation lasts unless ``reserve(ttl=...)`` says otherwise.
@@ -126,10 +124,8 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
     now = int(time.time())
     # Whole seconds: DynamoDB's TTL format. Rounded up, so a reservation lasts at least ``ttl``.
     until = now + math.ceil(ttl.total_seconds())
-    items = [
-        locks.codec.reserve(key, token, c.form(former=former).name, model.__name__, until, now)
-        for key, (c, former) in wanted.items()
-    ]
+    puts = [LockPut(c, c.values(values), key, former) for key, (c, former) in wanted.items()]
+    items = [locks.codec.reserve(put.key, token, put.namespace, model.__name__, until, now) for put in puts]
     if len(items) == 1:
         request = Request(items, "PutItem")
     else:
@@ -143,12 +139,9 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
             attempts=context.read_retry_attempts,
         )
     except WriteFailed as failure:
-        taken = [
-            _violation(context, locks, c, values, reason.raw_item)
-            for (c, _), reason in zip(wanted.values(), failure.reasons, strict=False)
-            if reason is not None and reason.code == "ConditionalCheckFailed"
-        ]
-        violations = list({v.constraint: v for v in taken}.values())  # Both forms of a value: one violation.
+        # No record is ours: every lock found held is taken (both forms of a value: one finding).
+        findings = interpret([(put, frozenset()) for put in puts], failure.reasons)
+        violations = [context.violation(f) for f in findings if f.kind == "taken"]
         _telemetry.violated(violations)
         raise UniqueViolation(violations, failure.cause) from None
     return Reservation(
@@ -160,15 +153,6 @@ def reserve(model: type[Any], ttl: timedelta, values: Mapping[str, Any]) -> Rese
         tuple(c.name for c, _ in wanted.values()),
         locks.table_name,
     )
-
-
-def _violation(
-    context: ModelContext, locks: LockTable, c: Constraint, values: Mapping[str, Any], item: dict[str, Any] | None
-) -> Violation:
-    """The violation of a value found held by ``item`` (a record's lock, a hold or another reservation)."""
-    owner = context.decode_owner(lock_owner(item))
-    reserved = lock_reservation(item) is not None
-    return c.violation(c.values(values), owner, None, lock_owner_model(item), locks.held_until(item), reserved=reserved)
 
 
 def claims_for(
