@@ -154,6 +154,20 @@ class LockCodec:
         fields = [value for owner in owners for value in owner.values()]
         return {f":{i}": value for i, value in enumerate(fields)}
 
+    def _lock_item(
+        self,
+        lock_key: str,
+        owner: Mapping[str, Any],
+        constraint: str,
+        model: str,
+        expires: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """A record's lock item: its key, its owner fields and names, and the record's expiry, if any."""
+        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
+        if expires is not None:
+            item[self.expires_name] = dict(expires)
+        return item
+
     def put(
         self,
         lock_key: str,
@@ -182,9 +196,7 @@ class LockCodec:
         condition = self._free_or_owned[len(owner)]
         if previous is not None:
             condition = f"({condition} OR {self._owned(previous, len(owner))})"
-        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
-        if expires is not None:
-            item[self.expires_name] = dict(expires)
+        item = self._lock_item(lock_key, owner, constraint, model, expires)
         names = self._names(owner)
         values = self._values(owner) if previous is None else self._values(owner, previous)
         if self.expiring:
@@ -217,9 +229,7 @@ class LockCodec:
         or already ``owner``'s (a resent claim): a stranger's token, an ended, released or claimed
         reservation fails.
         """
-        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
-        if expires is not None:
-            item[self.expires_name] = dict(expires)
+        item = self._lock_item(lock_key, owner, constraint, model, expires)
         names = {**self._names(owner), "#res": RESERVATION, "#exp": self.expires_name}
         del names["#0"]  # The lock key's name: unused here, and DynamoDB refuses unused names.
         values = self._values(owner)
@@ -359,9 +369,7 @@ class LockCodec:
 
         ``expires``: the record's expiry, which the lock carries.
         """
-        item = {**self.key(lock_key), **owner, CONSTRAINT: {"S": constraint}, OWNER_MODEL: {"S": model}}
-        if expires is not None:
-            item[self.expires_name] = dict(expires)
+        item = self._lock_item(lock_key, owner, constraint, model, expires)
         return {"TableName": self.table_name, "Item": item, **self._expect(expected)}
 
     def delete_if(self, lock_key: str, expected: Mapping[str, Any] | None) -> dict[str, Any]:
