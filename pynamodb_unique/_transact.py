@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -236,7 +235,7 @@ class TransactWrite(_PynamoTransactWrite):
                 if previous is not None and previous.plan is not None:
                     entry.transfers[put.key] = previous.sent
                     kept = tuple(r for r in previous.plan.releases if r.key != put.key)
-                    previous.plan = dataclasses.replace(previous.plan, releases=kept)
+                    previous.plan = previous.plan._replace(releases=kept)
 
     def _materialize(self) -> list[tuple[_Entry, PlanAction, frozenset[OwnerKey]] | None]:
         """Append every planned item to PynamoDB's lists; return what each sent position is."""

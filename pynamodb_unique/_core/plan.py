@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, NamedTuple
 
 from pynamodb.attributes import Attribute, TTLAttribute
 from pynamodb.constants import BINARY, NULL, NUMBER, STRING
@@ -135,9 +135,11 @@ class GuardTemplate:
 ABSENT: Final = Stored(exists=False)
 
 
-@dataclass(frozen=True)
-class RecordWrite:
-    """The write of the record itself, with the library's part of its condition."""
+class RecordWrite(NamedTuple):
+    """The write of the record itself, with the library's part of its condition.
+
+    A named tuple, as :class:`Guard`: made by every write, at a third of a frozen dataclass's cost.
+    """
 
     op: RecordOp
     guard: Guard | None
@@ -148,9 +150,10 @@ class RecordWrite:
         return self.guard.condition() if self.guard is not None else None
 
 
-@dataclass(frozen=True)
-class Guard:
+class Guard(NamedTuple):
     """What a record write assumes is stored, as its condition checks it.
+
+    A named tuple: made by every write, at a third of a frozen dataclass's cost.
 
     Attributes:
         planner: the planner of the class assumed stored (its unique names and class), or of
@@ -343,9 +346,11 @@ class LockNotOurs(_LockAction):
 PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The actions of one request, and what the record was assumed to hold when planned."""
+class Plan(NamedTuple):
+    """The actions of one request, and what the record was assumed to hold when planned.
+
+    A named tuple: made by every write, at a third of a frozen dataclass's cost.
+    """
 
     record: RecordWrite
     releases: tuple[LockRelease, ...]
@@ -353,9 +358,9 @@ class Plan:
     assumed: Stored
     checks: tuple[LockNotOurs, ...] = ()
     #: The lock key of every constraint after the write, when planning learnt them all (else None).
-    keys: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
+    keys: Mapping[str, str | None] | None = None
     #: The record's expiry after the write, serialized (``{"N": ...}``), which its lock puts carry.
-    expires: Mapping[str, Any] | None = field(default=None, compare=False)
+    expires: Mapping[str, Any] | None = None
 
     @property
     def transactional(self) -> bool:
@@ -368,8 +373,8 @@ class Plan:
         # Releases are deletes, or puts when they leave a hold; within a group the record comes first.
         deletes: list[PlanAction] = [record] if record.op == "delete" else []
         puts: list[PlanAction] = [record] if record.op == "put" else []
-        deletes += [release for release in self.releases if release.op == "delete"]
-        puts += [release for release in self.releases if release.op != "delete"]
+        for release in self.releases:
+            (deletes if release.op == "delete" else puts).append(release)
         updates: list[PlanAction] = [record] if record.op == "update" else []
         return [*self.checks, *deletes, *puts, *self.puts, *updates]
 
@@ -806,8 +811,15 @@ class Planner:
             before: Mapping[str, str | None] = {}
         else:
             before = stored.keys if stored.keys is not None else old.keys(stored.values)
-        held = [(c, key, former) for c, slot, former in old.all_slots if (key := before.get(slot))]
-        releases = tuple(LockRelease(c, key, former) for c, key, former in held if key not in not_ours)
-        checks = tuple(LockNotOurs(c, key, former) for c, key, former in held if key in not_ours)
+        releases: list[LockRelease] = []
+        checks: list[LockNotOurs] = []
+        for c, slot, former in old.all_slots:
+            key = before.get(slot)
+            if not key:
+                continue
+            if key in not_ours:
+                checks.append(LockNotOurs(c, key, former))
+            else:
+                releases.append(LockRelease(c, key, former))
         guard = Guard(old if stored.exists else self, stored, gone_ok=True)
-        return Plan(RecordWrite("delete", guard), releases, (), stored, checks)
+        return Plan(RecordWrite("delete", guard), tuple(releases), (), stored, tuple(checks))

@@ -60,4 +60,4 @@ def claimed(plan: Plan, claims: Mapping[str, str]) -> Plan:
     if not claims or not any(put.key in claims for put in plan.puts):
         return plan
     puts = tuple(dataclasses.replace(put, claim=claims[put.key]) if put.key in claims else put for put in plan.puts)
-    return dataclasses.replace(plan, puts=puts)
+    return plan._replace(puts=puts)

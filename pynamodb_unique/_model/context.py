@@ -105,6 +105,7 @@ class ModelContext:
         self._hash_field = (self.hash_attribute.attr_name, self.hash_attribute.attr_type)
         ranged = self.range_attribute
         self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
+        self._key_types = tuple(kind for _, kind in filter(None, (self._hash_field, self._range_field)))
         self._locks: LockTable | None = None
         self._locks_registrations = -1
         #: The lock table last found to take transactions (:meth:`write_locks`).
@@ -219,8 +220,7 @@ class ModelContext:
 
     def fields_of(self, owner: OwnerKey) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item for one of this model's record keys, as lock items store it."""
-        types = (self._hash_field[1],) if self._range_field is None else (self._hash_field[1], self._range_field[1])
-        return owner_fields(owner[: len(types)], types)
+        return owner_fields(owner[: len(self._key_types)], self._key_types)
 
     def decode_owner(self, owner: OwnerKey | None) -> tuple[Any, ...] | None:
         """A lock's serialized owner key in the Python types of this model's key attributes."""

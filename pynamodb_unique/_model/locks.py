@@ -100,8 +100,6 @@ def _owned_text(fields: int, first: int) -> str:
 # The owner comparison for 1 or 2 owner fields, values numbered from 0 or after another owner's.
 _OWNED: Final = {(n, first): _owned_text(n, first) for n in (1, 2) for first in (0, 1, 2)}
 
-#: Value placeholders, numbered as the owner fields come (two owners: four fields at most).
-
 #: ``LockCodec.put_if``'s expectation that no lock exists.
 ABSENT: Final = object()
 
@@ -151,8 +149,12 @@ class LockCodec:
 
     @staticmethod
     def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
-        fields = [value for owner in owners for value in owner.values()]
-        return {f":{i}": value for i, value in enumerate(fields)}
+        """The owners' fields as the values ``:0``, ``:1``..., in order."""
+        values: dict[str, Any] = {}
+        for owner in owners:
+            for value in owner.values():
+                values[f":{len(values)}"] = value
+        return values
 
     def _lock_item(
         self,

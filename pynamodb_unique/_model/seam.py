@@ -102,12 +102,18 @@ def put_kwargs(instance: Model, condition: Condition | None, *, add_version_cond
 
 
 def update_kwargs(
-    instance: Model, actions: Sequence[Action], condition: Condition | None, *, add_version_condition: bool
+    instance: Model,
+    actions: Sequence[Action],
+    condition: Condition | None,
+    *,
+    add_version_condition: bool,
+    table: TableConnection | None = None,
 ) -> dict[str, Any]:
     """PynamoDB's ``update()`` request: UpdateItem's arguments with ``ReturnValues`` ALL_NEW, in its order.
 
     Why: the public ``get_update_kwargs_from_instance`` takes no ``return_values``, and ``update()``
     places it before the update expression. Replacement: that parameter on the public builder.
+    ``table``: the model's connection, when at hand.
     """
     # PynamoDB appends the version action to the list it is given: a copy keeps the caller's.
     actions = list(actions)
@@ -115,7 +121,7 @@ def update_kwargs(
     version_condition = instance._handle_version_attribute(actions=actions)
     if add_version_condition and version_condition is not None:
         condition &= version_condition
-    built: dict[str, Any] = connection(type(instance)).get_operation_kwargs(
+    built: dict[str, Any] = (table or connection(type(instance))).get_operation_kwargs(
         hash_key, range_key=range_key, key=KEY, actions=actions, condition=condition, return_values=ALL_NEW
     )
     return built

@@ -10,8 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.connection import Connection
@@ -134,9 +133,10 @@ def derive_token(base: str, step: int, items: Sequence[dict[str, Any]]) -> str:
 TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "Put", "update": "Update"}
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A plan turned into DynamoDB operation arguments, one dict per sent action.
+
+    A named tuple: made by every write, at a third of a frozen dataclass's cost.
 
     Attributes:
         items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
