@@ -23,7 +23,9 @@ import argparse
 import contextlib
 import functools
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -253,6 +255,45 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
             print(f"target: {label} {value:.2f} ({'<=' if at_most else '>='} {limit:.2f}: {verdict})")
 
 
+#: Options of this script that a round is given anew (with their values, when separate).
+_PER_ROUND: Final = ("--rounds", "-o", "--output", "--append", "-p", "--processes")
+
+
+def round_command(argv: list[str], out: str, processes: int) -> list[str]:
+    """This script's command line for one round of ``--rounds``: ``processes`` workers per benchmark, into ``out``."""
+    kept: list[str] = []
+    arguments = iter(argv)
+    for arg in arguments:
+        name = arg.split("=", 1)[0]
+        if name.startswith(("-o", "-p")) and name not in _PER_ROUND:  # -oFILE, -p6: one word.
+            continue
+        if name in _PER_ROUND:
+            if "=" not in arg:
+                next(arguments, None)  # Its value.
+            continue
+        kept.append(arg)
+    return [sys.executable, __file__, *kept, f"--processes={processes}", f"--append={out}", "--in-round"]
+
+
+def alternate(args: argparse.Namespace) -> None:
+    """Run the suite ``args.rounds`` times, the worker processes shared out among the rounds; print the comparisons.
+
+    pyperf runs one benchmark's worker processes one after another, then the next benchmark's:
+    a machine that slows down for a minute slows one contender. In rounds, every contender's values
+    come from every round, alternating with the others'.
+    """
+    out = args.output or args.append or str(Path(tempfile.mkdtemp()) / "bench.json")
+    if args.output and Path(out).exists():
+        sys.exit(f"{out} exists (-o does not overwrite; --append adds to it)")
+    processes = max(1, args.processes // args.rounds)
+    command = round_command(sys.argv[1:], out, processes)
+    for number in range(1, args.rounds + 1):
+        print(f"round {number} of {args.rounds}: {processes} worker processes per benchmark", flush=True)
+        subprocess.run(command, check=True)  # noqa: S603 - this script, again.
+    suite = pyperf.BenchmarkSuite.load(out)
+    comparisons({bench.get_name(): bench for bench in suite.get_benchmarks()})
+
+
 def main() -> None:
     """Run every benchmark in pyperf's workers, or show a saved run; print the comparisons."""
 
@@ -266,9 +307,19 @@ def main() -> None:
     runner = pyperf.Runner(processes=6, metadata=versions, add_cmdline_args=worker_args)
     runner.argparser.add_argument("--show", metavar="FILE", help="print the comparisons of a saved run (-o) and exit")
     runner.argparser.add_argument("--quick", action="store_true", help="a small audited table and bulk batches")
+    runner.argparser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every benchmark in ROUNDS rounds of its worker processes, so contenders alternate",
+    )
+    runner.argparser.add_argument("--in-round", action="store_true", help=argparse.SUPPRESS)
     runner.argparser.add_argument("--endpoint", help=argparse.SUPPRESS)
     runner.argparser.add_argument("--signup-request", help=argparse.SUPPRESS)
     args = runner.parse_args()
+    if args.rounds > 1 and not args.worker and not args.show:
+        alternate(args)
+        return
     if args.show:
         suite = pyperf.BenchmarkSuite.load(args.show)
         comparisons({bench.get_name(): bench for bench in suite.get_benchmarks()})
@@ -281,7 +332,7 @@ def main() -> None:
             args.endpoint = stack.enter_context(c.dynoxide())
             prepare(args.endpoint, args)
         benches = benchmarks(runner, args)
-    if not args.worker:
+    if not args.worker and not args.in_round:  # A round's figures are compared once all rounds ran.
         comparisons(benches)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -31,3 +32,17 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         "target: signups/s: library / boto3 minimal items",
     ):
         assert line in done.stdout, done.stdout
+
+
+def test_round_command__gives_each_round_its_processes_and_the_shared_file__keeps_the_rest() -> None:
+    """``--rounds``: every round runs this script again with the other options as given, its share of
+    the worker processes, and appends to one file (the rounds' own options, in either spelling, dropped)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        run = importlib.import_module("run")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    given = ["--fast", "--rounds", "3", "-o", "b.json", "-p=6", "--quick", "--output=c.json", "-p4", "-ob.json"]
+    command = run.round_command(given, "all.json", 2)
+    assert command[:2] == [sys.executable, run.__file__]
+    assert command[2:] == ["--fast", "--quick", "--processes=2", "--append=all.json", "--in-round"]
