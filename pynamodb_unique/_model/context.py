@@ -105,7 +105,8 @@ class ModelContext:
         self._hash_field = (self.hash_attribute.attr_name, self.hash_attribute.attr_type)
         ranged = self.range_attribute
         self._range_field = (ranged.attr_name, ranged.attr_type) if ranged is not None else None
-        self._key_types = tuple(kind for _, kind in filter(None, (self._hash_field, self._range_field)))
+        # The DynamoDB types of the record key, hash first: what a lock's owner fields are typed as.
+        self._key_types = (self.hash_attribute.attr_type,) + ((ranged.attr_type,) if ranged is not None else ())
         self._locks: LockTable | None = None
         self._locks_registrations = -1
         #: The lock table last found to take transactions (:meth:`write_locks`).
