@@ -138,7 +138,8 @@ def record_kwargs(
             # The same text, serialized by the builder before an update's actions and a version check.
             condition = and_conditions(condition, _GuardCondition(guard, guarded))
     item = _built(instance, write.op, condition, actions, add_version_condition)
-    return {**item, **beside} if beside else item
+    item.update(beside)  # The builder's dict is new: the guard's arguments go after its own.
+    return item
 
 
 def _built(
