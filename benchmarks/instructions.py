@@ -131,7 +131,7 @@ def _step(run: Callable[[Any], object], _: object, item: Any) -> None:
 
 
 @contextlib.contextmanager
-def _served(run: str) -> Iterator[str]:
+def served(run: str) -> Iterator[str]:
     """What a child counts in: fake credentials, a dynoxide server, the models on fresh tables, a stubbed transport.
 
     Yields the library's signup request as sent (``run.captured_signup()``, captured before the stub).
@@ -146,7 +146,7 @@ def _served(run: str) -> Iterator[str]:
             yield template
 
 
-def _warmed(operation: str, contender: str, template: str) -> bench.Variant:
+def warmed(operation: str, contender: str, template: str) -> bench.Variant:
     """A contender's variant after its warm-up (imports, caches, first connections: not counted)."""
     variant = _variant(operation, contender, template)
     for item in variant.prepare(WARM_UP):
@@ -156,9 +156,9 @@ def _warmed(operation: str, contender: str, template: str) -> bench.Variant:
 
 def child(ops: int, operations: Sequence[str]) -> None:
     """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
-    with _served("instructions") as template:
+    with served("instructions") as template:
         for operation, contender in _selected(operations):
-            variant = _warmed(operation, contender, template)
+            variant = warmed(operation, contender, template)
             inputs = variant.prepare(ops)
             functools.reduce(functools.partial(_step, variant.run), inputs, None)
 
@@ -168,8 +168,8 @@ def cold_child(ops: int, operation: str, contender: str) -> None:
     buffer = bytearray(FLUSH_BYTES)
     line = COLD_CACHE[2]
     zeros = bytes(FLUSH_BYTES // line)
-    with _served("cold") as template:
-        variant = _warmed(operation, contender, template)
+    with served("cold") as template:
+        variant = warmed(operation, contender, template)
         step = functools.partial(_step, variant.run)
         for item in variant.prepare(ops):
             buffer[::line] = zeros  # Not counted, but simulated: evicts every line.

@@ -14,7 +14,8 @@ saves every value with the machine's metadata (``-o``), and prints the mean of e
 then prints each comparison as medians with their interquartile range. It starts its own dynoxide
 server and stops it when done; the workers reach it by ``--endpoint``. The contenders' code is in
 ``contenders.py``; ``contention.py``, ``scan_throughput.py`` (the audit's memory, backfill) and
-``instructions.py`` (counted, not timed) are separate scripts.
+``instructions.py`` (counted, not timed) and ``guard_cost.py`` (what the compare-and-swap costs a
+delete and a change by ``update()``) are separate scripts.
 """
 
 from __future__ import annotations

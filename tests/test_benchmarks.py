@@ -46,3 +46,15 @@ def test_round_command__gives_each_round_its_processes_and_the_shared_file__keep
     command = run.round_command(given, "all.json", 2)
     assert command[:2] == [sys.executable, run.__file__]
     assert command[2:] == ["--fast", "--quick", "--processes=2", "--append=all.json", "--in-round"]
+
+
+@pytest.mark.integration
+def test_guard_cost_py__prints_both_operations_in_its_smoke_mode(dynoxide_endpoint: str) -> None:
+    """The compare-and-swap's cost script runs end to end (3 turns of 20 operations) and prints its table."""
+    del dynoxide_endpoint  # Only the fixture's check that the binary is installed: the script starts its own.
+    command = [sys.executable, "benchmarks/guard_cost.py", "--quick"]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603 - our own script.
+    assert done.returncode == 0, done.stderr
+    assert "| operation | library | minimal | library / minimal |" in done.stdout, done.stdout
+    for operation in ("delete", "unique change (update)"):
+        assert f"| {operation} | " in done.stdout, done.stdout
