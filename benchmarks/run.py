@@ -256,24 +256,40 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
             print(f"target: {label} {value:.2f} ({'<=' if at_most else '>='} {limit:.2f}: {verdict})")
 
 
-#: Options of this script that a round is given anew (with their values, when separate).
-_PER_ROUND: Final = ("--rounds", "-o", "--output", "--append", "-p", "--processes")
+def round_command(args: argparse.Namespace, out: str, processes: int) -> list[str]:
+    """This script's command line for one round of ``--rounds``: ``processes`` workers per benchmark, into ``out``.
+
+    Built from the parsed options, as pyperf resolved them (``--fast`` and ``--rigorous`` set the
+    processes and values, and would reset a round's processes if passed on).
+    """
+    command = [sys.executable, __file__, f"--processes={processes}", f"--values={args.values}"]
+    command += [
+        f"--{name.replace('_', '-')}={value}"
+        for name in ("warmups", "loops", "min_time", "affinity")
+        if (value := getattr(args, name))
+    ]
+    command += [
+        flag
+        for flag, given in (
+            ("--quick", args.quick),
+            ("--in-process", args.in_process),
+            ("--quiet", args.quiet),
+            ("--verbose", args.verbose),
+        )
+        if given
+    ]
+    return [*command, f"--append={out}", "--in-round"]
 
 
-def round_command(argv: list[str], out: str, processes: int) -> list[str]:
-    """This script's command line for one round of ``--rounds``: ``processes`` workers per benchmark, into ``out``."""
-    kept: list[str] = []
-    arguments = iter(argv)
-    for arg in arguments:
-        name = arg.split("=", 1)[0]
-        if name.startswith(("-o", "-p")) and name not in _PER_ROUND:  # -oFILE, -p6: one word.
-            continue
-        if name in _PER_ROUND:
-            if "=" not in arg:
-                next(arguments, None)  # Its value.
-            continue
-        kept.append(arg)
-    return [sys.executable, __file__, *kept, f"--processes={processes}", f"--append={out}", "--in-round"]
+def shares(processes: int, rounds: int) -> list[int]:
+    """The worker processes of each round: ``processes`` shared out as evenly as they go.
+
+    Raises:
+        SystemExit: fewer processes than rounds.
+    """
+    if processes < rounds:
+        sys.exit(f"--rounds {rounds} needs at least as many worker processes (--processes {processes})")
+    return [processes // rounds + (number < processes % rounds) for number in range(rounds)]
 
 
 def alternate(args: argparse.Namespace) -> None:
@@ -284,13 +300,10 @@ def alternate(args: argparse.Namespace) -> None:
     come from every round, alternating with the others'.
     """
     out = args.output or args.append or str(Path(tempfile.mkdtemp()) / "bench.json")
-    if args.output and Path(out).exists():
-        sys.exit(f"{out} exists (-o does not overwrite; --append adds to it)")
-    processes = max(1, args.processes // args.rounds)
-    command = round_command(sys.argv[1:], out, processes)
-    for number in range(1, args.rounds + 1):
+    for number, processes in enumerate(shares(args.processes, args.rounds), start=1):
         print(f"round {number} of {args.rounds}: {processes} worker processes per benchmark", flush=True)
-        subprocess.run(command, check=True)  # noqa: S603 - this script, again.
+        subprocess.run(round_command(args, out, processes), check=True)  # noqa: S603 - this script, again.
+    print(f"every value: {out}")
     suite = pyperf.BenchmarkSuite.load(out)
     comparisons({bench.get_name(): bench for bench in suite.get_benchmarks()})
 
@@ -306,6 +319,7 @@ def main() -> None:
 
     versions = {name: version(name) for name in ("pynamodb", "botocore", "boto3", "pynamodb-unique")}
     runner = pyperf.Runner(processes=6, metadata=versions, add_cmdline_args=worker_args)
+    runner.argparser.allow_abbrev = False  # Options in full: "--round 3" is no "--rounds 3".
     runner.argparser.add_argument("--show", metavar="FILE", help="print the comparisons of a saved run (-o) and exit")
     runner.argparser.add_argument("--quick", action="store_true", help="a small audited table and bulk batches")
     runner.argparser.add_argument(
@@ -318,7 +332,7 @@ def main() -> None:
     runner.argparser.add_argument("--endpoint", help=argparse.SUPPRESS)
     runner.argparser.add_argument("--signup-request", help=argparse.SUPPRESS)
     args = runner.parse_args()
-    if args.rounds > 1 and not args.worker and not args.show:
+    if args.rounds > 1 and not (args.worker or args.show or args.in_round):
         alternate(args)
         return
     if args.show:

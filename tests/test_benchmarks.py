@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,18 +36,66 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         assert line in done.stdout, done.stdout
 
 
-def test_round_command__gives_each_round_its_processes_and_the_shared_file__keeps_the_rest() -> None:
-    """``--rounds``: every round runs this script again with the other options as given, its share of
-    the worker processes, and appends to one file (the rounds' own options, in either spelling, dropped)."""
+def _run_module() -> Any:
+    """benchmarks/run.py as a module (its imports are found beside it)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        run = importlib.import_module("run")
+        return importlib.import_module("run")
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    given = ["--fast", "--rounds", "3", "-o", "b.json", "-p=6", "--quick", "--output=c.json", "-p4", "-ob.json"]
-    command = run.round_command(given, "all.json", 2)
+
+
+def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_the_resolved_options() -> None:
+    """``--rounds``: a round runs this script again with its share of the worker processes, the values
+    and warmups pyperf resolved (``--fast`` is not passed on: it would reset the processes), and the
+    script's own options, appending to one file."""
+    run = _run_module()
+    parsed = argparse.Namespace(
+        values=2,
+        warmups=1,
+        loops=0,
+        min_time=0.1,
+        affinity=None,
+        quick=True,
+        in_process=False,
+        quiet=False,
+        verbose=False,
+    )
+    command = run.round_command(parsed, "all.json", 2)
     assert command[:2] == [sys.executable, run.__file__]
-    assert command[2:] == ["--fast", "--quick", "--processes=2", "--append=all.json", "--in-round"]
+    assert command[2:] == [
+        "--processes=2",
+        "--values=2",
+        "--warmups=1",
+        "--min-time=0.1",
+        "--quick",
+        "--append=all.json",
+        "--in-round",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("processes", "rounds", "expected"), [(6, 3, [2, 2, 2]), (7, 3, [3, 2, 2]), (6, 4, [2, 2, 1, 1])]
+)
+def test_shares__every_worker_process_in_some_round(processes: int, rounds: int, expected: list[int]) -> None:
+    assert _run_module().shares(processes, rounds) == expected
+
+
+def test_shares__fewer_processes_than_rounds__refused() -> None:
+    with pytest.raises(SystemExit, match="at least as many worker processes"):
+        _run_module().shares(2, 3)
+
+
+@pytest.mark.integration
+def test_run_py__rounds_in_their_fastest_mode__compared_once(dynoxide_endpoint: str) -> None:
+    """Two rounds of one value per benchmark, in process: each round appends to the file, the comparisons come once."""
+    del dynoxide_endpoint
+    command = [sys.executable, "benchmarks/run.py", "--quick", "--rounds", "2", "-p", "2", "--values", "1"]
+    command += ["--warmups", "0", "--loops", "1", "--min-time", "1e-9", "--in-process", "--quiet"]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603 - our own script.
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("round ") >= 2, done.stdout
+    assert done.stdout.count("| client CPU, transport stubbed |") == 1, done.stdout
 
 
 @pytest.mark.integration
