@@ -374,7 +374,10 @@ class Plan(NamedTuple):
         deletes: list[PlanAction] = [record] if record.op == "delete" else []
         puts: list[PlanAction] = [record] if record.op == "put" else []
         for release in self.releases:
-            (deletes if release.op == "delete" else puts).append(release)
+            if release.op == "delete":
+                deletes.append(release)
+            else:
+                puts.append(release)
         updates: list[PlanAction] = [record] if record.op == "update" else []
         return [*self.checks, *deletes, *puts, *self.puts, *updates]
 
