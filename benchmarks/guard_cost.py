@@ -2,7 +2,7 @@
 
 Run from the repository root (dynoxide installed, as for ``run.py``)::
 
-    python benchmarks/guard_cost.py            # about a minute
+    python benchmarks/guard_cost.py            # about 3 seconds
     python benchmarks/guard_cost.py --quick    # a smoke run, seconds
 
 The minimal contender of ``run.py`` (the seed's transaction by hand) checks nothing of the record
@@ -12,7 +12,10 @@ taking turns: the library's operation and the minimal one (``run.py``'s contende
 stubbed), and the record's own request item, built by the library (PynamoDB's builder with the
 compare-and-swap) and by PynamoDB's builder without a condition, as the minimal transaction builds
 it. It prints the medians, the library / minimal ratio, and that ratio with the difference of the
-two record items taken away. Nothing here is a test: it prints figures.
+two record items taken away (the difference also holds ``record_kwargs``' own call), and what
+drawing a ClientRequestToken costs (the minimal contender's is a constant). Each turn starts
+with another of the four timings; every timing is warmed up first. Nothing here is a test: it
+prints figures.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from pynamodb_unique._model import snapshot
 from pynamodb_unique._model.context import context_of
 from pynamodb_unique._write.engine import intent_plan, plan_once
 from pynamodb_unique._write.requests import record_kwargs
+from pynamodb_unique._write.send import new_token
 
 OPERATIONS: Final = ("delete", "unique change (update)")
 #: What is timed for each operation, in turns: the two contenders, then the record item two ways.
 LIBRARY, MINIMAL, ITEM, BARE = "library", "minimal", "record item: library", "builder alone"
+#: Operations each timing runs once before it is timed.
+WARM_UP: Final = 30
 #: One prepared record write: the instance, its actions (None for a delete) and the planned record write.
 Prepared = tuple[Model, list[Any] | None, Any]
 
@@ -93,11 +99,19 @@ def measure(operation: str, turns: int, n: int, template: str) -> dict[str, floa
         ITEM: (prepared, _library_item),
         BARE: (prepared, _bare_item),
     }
-    values: dict[str, list[float]] = {name: [] for name in timed}
-    for _ in range(turns):
-        for name, (prepare, run) in timed.items():
-            values[name].append(_per_op(prepare, run, n))
+    for prepare, run in timed.values():
+        _per_op(prepare, run, WARM_UP)
+    names = list(timed)
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for turn in range(turns):
+        for name in names[turn % 4 :] + names[: turn % 4]:
+            values[name].append(_per_op(*timed[name], n))
     return {name: statistics.median(found) for name, found in values.items()}
+
+
+def token_cost(turns: int, n: int) -> float:
+    """Median µs of drawing one ClientRequestToken as every library write does (``new_token()``)."""
+    return statistics.median(_per_op(range, lambda _: new_token(), n) for _ in range(turns))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = [f"{m[LIBRARY]:.1f}", f"{m[MINIMAL]:.1f}", f"{m[LIBRARY] / m[MINIMAL]:.2f}"]
         cells += [f"{m[ITEM]:.1f}", f"{m[BARE]:.1f}", f"{without:.2f}"]
         print(f"| {op} | " + " | ".join(cells) + " |")
+    print(f"\nA ClientRequestToken drawn from the operating system (new_token()): {token_cost(turns, n):.2f} µs")
     return 0
 
 

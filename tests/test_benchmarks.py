@@ -108,3 +108,4 @@ def test_guard_cost_py__prints_both_operations_in_its_smoke_mode(dynoxide_endpoi
     assert "| operation | library | minimal | library / minimal |" in done.stdout, done.stdout
     for operation in ("delete", "unique change (update)"):
         assert f"| {operation} | " in done.stdout, done.stdout
+    assert "A ClientRequestToken drawn from the operating system" in done.stdout, done.stdout

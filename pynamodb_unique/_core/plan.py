@@ -6,7 +6,7 @@ request; the order of :meth:`Plan.sent` is the order the engine sends, and the o
 updates), so ``CancellationReasons[i]`` belongs to ``sent()[i]``.
 
 Nothing changes a :class:`Stored`, a :class:`Plan` or a plan action once made
-(``dataclasses.replace`` makes another).
+(``dataclasses.replace``, or ``_replace`` for a named tuple, makes another).
 """
 
 from __future__ import annotations
