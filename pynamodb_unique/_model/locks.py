@@ -150,11 +150,8 @@ class LockCodec:
     @staticmethod
     def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
         """The owners' fields as the values ``:0``, ``:1``..., in order."""
-        values: dict[str, Any] = {}
-        for owner in owners:
-            for value in owner.values():
-                values[f":{len(values)}"] = value
-        return values
+        fields = [value for owner in owners for value in owner.values()]
+        return {f":{i}": value for i, value in enumerate(fields)}
 
     def _lock_item(
         self,
