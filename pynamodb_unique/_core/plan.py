@@ -138,7 +138,7 @@ ABSENT: Final = Stored(exists=False)
 class RecordWrite(NamedTuple):
     """The write of the record itself, with the library's part of its condition.
 
-    A named tuple, as :class:`Guard`: made by every write, at a third of a frozen dataclass's cost.
+    A named tuple: made by every write, cheaper to make than a frozen dataclass (docs/architecture.md, Speed).
     """
 
     op: RecordOp
@@ -153,7 +153,7 @@ class RecordWrite(NamedTuple):
 class Guard(NamedTuple):
     """What a record write assumes is stored, as its condition checks it.
 
-    A named tuple: made by every write, at a third of a frozen dataclass's cost.
+    A named tuple: made by every write, cheaper to make than a frozen dataclass (docs/architecture.md, Speed).
 
     Attributes:
         planner: the planner of the class assumed stored (its unique names and class), or of
@@ -349,7 +349,7 @@ PlanAction = RecordWrite | LockPut | LockRelease | LockNotOurs
 class Plan(NamedTuple):
     """The actions of one request, and what the record was assumed to hold when planned.
 
-    A named tuple: made by every write, at a third of a frozen dataclass's cost.
+    A named tuple: made by every write, cheaper to make than a frozen dataclass (docs/architecture.md, Speed).
     """
 
     record: RecordWrite

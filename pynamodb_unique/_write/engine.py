@@ -61,7 +61,7 @@ Desire = dict[str, Any] | Callable[[Stored], dict[str, Any]]
 class Intent(NamedTuple):
     """One write as the caller asked for it.
 
-    A named tuple: made by every write, at a third of a frozen dataclass's cost.
+    A named tuple: made by every write, cheaper to make than a frozen dataclass (docs/architecture.md, Speed).
     """
 
     op: RecordOp

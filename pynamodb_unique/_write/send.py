@@ -136,7 +136,7 @@ TRANSACT_KINDS: Final = {"check": "ConditionCheck", "delete": "Delete", "put": "
 class Request(NamedTuple):
     """A plan turned into DynamoDB operation arguments, one dict per sent action.
 
-    A named tuple: made by every write, at a third of a frozen dataclass's cost.
+    A named tuple: made by every write, cheaper to make than a frozen dataclass (docs/architecture.md, Speed).
 
     Attributes:
         items: a single write's arguments (one dict); for a transaction, its ``TransactItems``
