@@ -56,9 +56,9 @@ def _prepared(operation: str, n: int) -> list[Prepared]:
     """``n`` loaded records and the record write the library plans for ``operation`` on each."""
     context = context_of(bench.UniqueAccount)
     assert context is not None  # noqa: S101 - the benchmark's model keeps locks.
+    op: RecordOp = "delete" if operation == "delete" else "update"
     out: list[Prepared] = []
     for account in bench.CPU_OPERATIONS[operation][bench.LIB].prepare(n):
-        op: RecordOp = "delete" if operation == "delete" else "update"
         actions = None if op == "delete" else [bench.UniqueAccount.email.set("x" + account.email)]
         assumed, desire = intent_plan(context, account, op, actions, snapshot.known(context, account))
         plan, _ = plan_once(context, op, assumed, desire or {})

@@ -304,7 +304,12 @@ def alternate(args: argparse.Namespace) -> None:
         print(f"round {number} of {args.rounds}: {processes} worker processes per benchmark", flush=True)
         subprocess.run(round_command(args, out, processes), check=True)  # noqa: S603 - this script, again.
     print(f"every value: {out}")
-    suite = pyperf.BenchmarkSuite.load(out)
+    compare_saved(out)
+
+
+def compare_saved(path: str) -> None:
+    """Print the comparisons of a saved run (``-o``)."""
+    suite = pyperf.BenchmarkSuite.load(path)
     comparisons({bench.get_name(): bench for bench in suite.get_benchmarks()})
 
 
@@ -336,8 +341,7 @@ def main() -> None:
         alternate(args)
         return
     if args.show:
-        suite = pyperf.BenchmarkSuite.load(args.show)
-        comparisons({bench.get_name(): bench for bench in suite.get_benchmarks()})
+        compare_saved(args.show)
         return
     # Fake credentials: dynoxide accepts any; nothing is read from the developer's AWS config.
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION=c.REGION)  # noqa: S106
