@@ -100,6 +100,9 @@ def _owned_text(fields: int, first: int) -> str:
 # The owner comparison for 1 or 2 owner fields, values numbered from 0 or after another owner's.
 _OWNED: Final = {(n, first): _owned_text(n, first) for n in (1, 2) for first in (0, 1, 2)}
 
+#: The placeholders of the owners' fields, in order: an owner has one or two, and a transfer names two owners.
+_VALUE_NAMES: Final = (":0", ":1", ":2", ":3")
+
 #: ``LockCodec.put_if``'s expectation that no lock exists.
 ABSENT: Final = object()
 
@@ -148,10 +151,10 @@ class LockCodec:
         return _OWNED[len(owner), first]
 
     @staticmethod
-    def _values(*owners: Mapping[str, Any]) -> dict[str, Any]:
-        """The owners' fields as the values ``:0``, ``:1``..., in order."""
-        fields = [value for owner in owners for value in owner.values()]
-        return {f":{i}": value for i, value in enumerate(fields)}
+    def _values(owner: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The owner's fields, then ``previous``'s, as the values ``:0``, ``:1``..., in order."""
+        fields = owner.values() if previous is None else [*owner.values(), *previous.values()]
+        return dict(zip(_VALUE_NAMES, fields, strict=False))
 
     def _lock_item(
         self,
@@ -197,7 +200,7 @@ class LockCodec:
             condition = f"({condition} OR {self._owned(previous, len(owner))})"
         item = self._lock_item(lock_key, owner, constraint, model, expires)
         names = self._names(owner)
-        values = self._values(owner) if previous is None else self._values(owner, previous)
+        values = self._values(owner, previous)
         if self.expiring:
             condition = f"({condition} OR #exp < :now)"
             names["#exp"] = self.expires_name
