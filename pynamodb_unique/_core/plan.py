@@ -127,8 +127,23 @@ class GuardTemplate:
     """
 
     expression: str
+    #: Placeholder -> attribute name, as a request carries them.
     names: Mapping[str, str]
     count: int
+
+    @cached_property
+    def placeholders(self) -> dict[str, str]:
+        """Attribute name -> placeholder, as a PynamoDB condition's ``serialize`` collects them."""
+        return {name: placeholder for placeholder, name in self.names.items()}
+
+    @cached_property
+    def value_names(self) -> tuple[str, ...]:
+        """The values' placeholders in order: ``:0``, ``:1``..."""
+        return tuple(f":{i}" for i in range(self.count))
+
+    def values(self, found: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The request's ``ExpressionAttributeValues`` for the values of one guard of this shape."""
+        return dict(zip(self.value_names, found, strict=True))
 
 
 #: Nothing stored (shared: a Stored is never changed once made).

@@ -38,12 +38,18 @@ def and_conditions(left: Condition | None, right: Condition | None) -> Condition
 def guard_condition(guard: Guard) -> dict[str, Any]:
     """A guard's condition as request arguments (none when it checks nothing), as PynamoDB serializes it.
 
-    Fast path, measured in benchmarks/run.py (docs/architecture.md): each shape's text is
-    PynamoDB's serialization, made once per planner; a write fills in its values.
-
     Returns:
         ``ConditionExpression``, ``ExpressionAttributeNames`` and, when it has values,
         ``ExpressionAttributeValues``.
+    """
+    return _arguments(guard, *_filled(guard))
+
+
+def _filled(guard: Guard) -> tuple[GuardTemplate | None, list[dict[str, Any]]]:
+    """The template of the guard's shape (None: PynamoDB numbers its values otherwise), and the guard's values.
+
+    Fast path, measured in benchmarks/run.py (docs/architecture.md): each shape's text is
+    PynamoDB's serialization, made once per planner; a write fills in its values.
     """
     shape, found = guard.compiled()
     texts = guard.planner.guard_texts
@@ -51,6 +57,13 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         texts[shape] = _template(guard, found)
     template = texts[shape]
     if template is None or template.count != len(found):
+        return None, found
+    return template, found
+
+
+def _arguments(guard: Guard, template: GuardTemplate | None, found: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`guard_condition` for the guard's template and values (:func:`_filled`)."""
+    if template is None:
         return _serialized(guard.condition())
     if not template.expression:  # The shape checks nothing.
         return {}
@@ -59,7 +72,7 @@ def guard_condition(guard: Guard) -> dict[str, Any]:
         "ExpressionAttributeNames": dict(template.names),
     }
     if found:
-        kwargs["ExpressionAttributeValues"] = {f":{i}": value for i, value in enumerate(found)}
+        kwargs["ExpressionAttributeValues"] = template.values(found)
     return kwargs
 
 
@@ -90,17 +103,18 @@ def _serialized(condition: Condition | None) -> dict[str, Any]:
 
 
 class _GuardCondition(Condition):
-    """A guard's condition, serialized from its shape's template (:func:`guard_condition`) when it comes first.
+    """A guard's condition, serialized from its shape's template when it comes first.
 
     PynamoDB's builders serialize a request's condition before its update actions, into empty
     placeholders: a guard alone, or leading an ``And`` (the version check), is numbered as its
     template is. Serialized after another condition (the caller's), it is PynamoDB's own.
     """
 
-    def __init__(self, guard: Guard, kwargs: dict[str, Any]) -> None:
+    def __init__(self, guard: Guard, template: GuardTemplate, found: list[dict[str, Any]]) -> None:
         super().__init__("AND")
         self.guard = guard
-        self.kwargs = kwargs
+        self.template = template
+        self.found = found
 
     def serialize(self, placeholder_names: dict[str, str], expression_attribute_values: dict[str, Any]) -> str:
         """The condition's text; its names and values added to the request's (as every PynamoDB condition does)."""
@@ -109,11 +123,10 @@ class _GuardCondition(Condition):
             condition = cast("Condition", self.guard.condition())
             text: str = condition.serialize(placeholder_names, expression_attribute_values)
             return text
-        names = self.kwargs["ExpressionAttributeNames"]
-        placeholder_names.update({name: placeholder for placeholder, name in names.items()})
-        expression_attribute_values.update(self.kwargs.get("ExpressionAttributeValues", {}))
-        expression: str = self.kwargs["ConditionExpression"]
-        return expression
+        placeholder_names.update(self.template.placeholders)
+        if self.found:
+            expression_attribute_values.update(self.template.values(self.found))
+        return self.template.expression
 
     def __repr__(self) -> str:
         return repr(self.guard.condition())
@@ -130,13 +143,16 @@ def record_kwargs(
     guard = write.guard
     beside: dict[str, Any] = {}
     if guard is not None:
-        guarded = guard_condition(guard)
-        if guarded and condition is None and write.op != "update" and not _versioned(instance):
+        template, found = _filled(guard)
+        if condition is None and write.op != "update" and not _versioned(instance):
             # The library's guard alone: its text made once per shape, beside the rest.
-            beside = guarded
-        elif guarded:
-            # The same text, serialized by the builder before an update's actions and a version check.
-            condition = and_conditions(condition, _GuardCondition(guard, guarded))
+            beside = _arguments(guard, template, found)
+        elif template is None:
+            # A shape PynamoDB numbers otherwise: its own condition (None: it checks nothing).
+            condition = and_conditions(condition, guard.condition())
+        elif template.expression:
+            # The template's text, serialized by the builder before an update's actions and a version check.
+            condition = and_conditions(condition, _GuardCondition(guard, template, found))
     item = _built(instance, write.op, condition, actions, add_version_condition)
     item.update(beside)  # The builder's dict is new: the guard's arguments go after its own.
     return item
