@@ -259,7 +259,12 @@ def slots(constraint: Constraint) -> tuple[tuple[str, bool], ...]:
 def _forms(keys: tuple[str | None, str | None]) -> dict[str, bool]:
     """(current key, former key) as lock key -> whether the former form, without absent keys."""
     current, former = keys
-    return {key: is_former for key, is_former in ((current, False), (former, True)) if key is not None}
+    forms: dict[str, bool] = {}
+    if current is not None:
+        forms[current] = False
+    if former is not None:
+        forms[former] = True
+    return forms
 
 
 def _move_locks(
