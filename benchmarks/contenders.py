@@ -5,7 +5,7 @@ For each operation ``run.py`` times (the list is there), the code of every conte
 - *library*: the README's account (``UniqueAccount``) with ``save()``, ``update()``, ``delete()``;
 - *minimal by hand*: what a user of the seed writes with PynamoDB's ``TransactWrite``: the
   record Put with ``attribute_not_exists``, each lock Put with ``attribute_not_exists`` holding
-  only its key and the owner's key, a fixed ClientRequestToken, no ReturnValues; an old lock's
+  only its key and the owner's key, a fresh ClientRequestToken per transaction, no ReturnValues; an old lock's
   Delete and the record's write unconditioned; a delete without conditions; after a unique
   change by ``update()``, the re-read that gives ``update()``'s result (the stored item, loaded),
   which a transaction does not return. For a write that changes no unique value: PynamoDB's own
@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import secrets
 import sys
 import threading
 import time
@@ -58,8 +59,6 @@ import _dynoxide
 
 REGION: Final = "us-east-1"
 THREADS: Final = 8
-#: The seed's fixed ClientRequestToken (stubbed transport only: DynamoDB would refuse its reuse).
-MINIMAL_TOKEN: Final = "signup-1"  # noqa: S105 - a request token, not a password.
 
 LIB: Final = "library"
 MINIMAL: Final = "minimal by hand"
@@ -385,16 +384,22 @@ def _update_bio(account: UniqueAccount) -> None:
 # Minimal by hand: what a user of the seed writes with PynamoDB's TransactWrite.
 
 
-def _minimal_tx(token: str = MINIMAL_TOKEN) -> TransactWrite:
+def _minimal_tx(token: str | None = None) -> TransactWrite:
+    """The seed's transaction, with ``token`` or a fresh one.
+
+    A fresh token per transaction, as the seed's idempotent resend needs: DynamoDB refuses a token
+    reused with other items for 10 minutes. Drawn as the library draws its own (16 random bytes
+    from the operating system), so that the token costs both contenders the same.
+    """
     connection: Connection = PlainAccount._get_connection().connection
-    return TransactWrite(connection=connection, client_request_token=token)
+    return TransactWrite(connection=connection, client_request_token=token or secrets.token_hex(16))
 
 
 def _minimal_lock(account: PlainAccount, name: str, value: str) -> MinimalLock:
     return MinimalLock(pk=f"UNIQ#{name}#{value}", owner_hash=account.pk, owner_range=account.sk)
 
 
-def _minimal_create(account: PlainAccount, token: str = MINIMAL_TOKEN) -> None:
+def _minimal_create(account: PlainAccount, token: str | None = None) -> None:
     with _minimal_tx(token) as tx:
         tx.save(account, condition=PlainAccount.pk.does_not_exist())
         for name, value in _lock_values(account):

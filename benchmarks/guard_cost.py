@@ -13,7 +13,7 @@ stubbed), and the record's own request item, built by the library (PynamoDB's bu
 compare-and-swap) and by PynamoDB's builder without a condition, as the minimal transaction builds
 it. It prints the medians, the library / minimal ratio, and that ratio with the difference of the
 two record items taken away (the difference also holds ``record_kwargs``' own call), and what
-drawing a ClientRequestToken costs (the minimal contender's is a constant). Each turn starts
+drawing a ClientRequestToken costs alone (both contenders draw one per transaction). Each turn starts
 with another of the four timings; every timing is warmed up first. Nothing here is a test: it
 prints figures.
 """
