@@ -109,3 +109,25 @@ def test_guard_cost_py__prints_both_operations_in_its_smoke_mode(dynoxide_endpoi
     for operation in ("delete", "unique change (update)"):
         assert f"| {operation} | " in done.stdout, done.stdout
     assert "A ClientRequestToken drawn from the operating system" in done.stdout, done.stdout
+
+
+def test_minimal_contender__draws_a_fresh_token_for_each_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed's transaction by hand sends a token of its own each time, as the library does: DynamoDB
+    refuses a token reused with other items, so a constant one would hold only against the stub."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        contenders = importlib.import_module("contenders")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "bench")
+    contenders.bind("http://localhost:9", "tokens", create=False)
+    with contenders.stubbed_transport() as transport:
+        transport.sent = []
+        for account in contenders._plain_loaded(2):
+            contenders._minimal_delete(account)
+        contenders._minimal_create(contenders._plain(1)[0])
+    tokens = [params["ClientRequestToken"] for operation, params in transport.sent if operation == "TransactWriteItems"]
+    assert len(tokens) == 3
+    assert len(set(tokens)) == 3
+    assert all(len(token) == 32 and int(token, 16) >= 0 for token in tokens)
