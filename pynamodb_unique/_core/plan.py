@@ -143,7 +143,8 @@ class GuardTemplate:
 
     def values(self, found: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The request's ``ExpressionAttributeValues`` for the values of one guard of this shape."""
-        return dict(zip(self.value_names, found, strict=True))
+        names = self.value_names
+        return {names[i]: value for i, value in enumerate(found)}
 
 
 #: Nothing stored (shared: a Stored is never changed once made).
@@ -205,8 +206,8 @@ class Guard(NamedTuple):
     def compiled(self) -> tuple[tuple[Any, ...], list[dict[str, Any]]]:
         """(shape, values) of the condition: what its text depends on, and its values in one pass.
 
-        Only a fast path: :func:`~pynamodb_unique._write.requests.guard_condition` checks, once
-        per shape, that PynamoDB's serialization of :meth:`condition` numbers these values in
+        Only a fast path: the request builder (``pynamodb_unique._write.requests._filled``) checks,
+        once per shape, that PynamoDB's serialization of :meth:`condition` numbers these values in
         this order, and serializes the condition itself for a shape where it does not.
         """
         planner, stored = self.planner, self.stored
@@ -559,7 +560,7 @@ class Planner:
 
     @cached_property
     def guard_texts(self) -> dict[tuple[Any, ...], GuardTemplate | None]:
-        """Each guard shape's request text, made once from PynamoDB's serialization (by ``guard_condition``)."""
+        """Each guard shape's request text, made once from PynamoDB's serialization (by ``requests._filled``)."""
         return {}
 
     @cached_property
