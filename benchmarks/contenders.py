@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import secrets
+import os
 import sys
 import threading
 import time
@@ -389,10 +389,11 @@ def _minimal_tx(token: str | None = None) -> TransactWrite:
 
     A fresh token per transaction, as the seed's idempotent resend needs: DynamoDB refuses a token
     reused with other items for 10 minutes. Drawn as the library draws its own (16 random bytes
-    from the operating system), so that the token costs both contenders the same.
+    from the operating system, as hex), so that the token costs both contenders the same. The
+    signups over HTTP pass a token of their own per signup (:func:`seed_signup`).
     """
     connection: Connection = PlainAccount._get_connection().connection
-    return TransactWrite(connection=connection, client_request_token=token or secrets.token_hex(16))
+    return TransactWrite(connection=connection, client_request_token=token or os.urandom(16).hex())
 
 
 def _minimal_lock(account: PlainAccount, name: str, value: str) -> MinimalLock:
