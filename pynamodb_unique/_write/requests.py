@@ -81,10 +81,8 @@ def _template(guard: Guard, found: list[dict[str, Any]]) -> GuardTemplate | None
     kwargs = _serialized(guard.condition())
     if not kwargs:
         return GuardTemplate("", {}, 0) if not found else None
-    values = kwargs.get("ExpressionAttributeValues", {})
-    if values != {f":{i}": value for i, value in enumerate(found)}:
-        return None
-    return GuardTemplate(kwargs["ConditionExpression"], kwargs["ExpressionAttributeNames"], len(found))
+    template = GuardTemplate(kwargs["ConditionExpression"], kwargs["ExpressionAttributeNames"], len(found))
+    return template if kwargs.get("ExpressionAttributeValues", {}) == template.values(found) else None
 
 
 def _serialized(condition: Condition | None) -> dict[str, Any]:
