@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._model.context import context_of
 from .._model.registry import TableId, lock_sharers, lock_table_id, table_neighbours
 from ..exceptions import UniqueError
-from .collect import Collector, ExportLocation, Scope
+from .collect import Collector, ExportLocation, Scope, Sorted
 from .export import DEFAULT_MEMORY_LIMIT, DataFile, Plan, _Join, _Source, export_plans, read_files
 from .scan import Page
 
@@ -120,18 +120,6 @@ class _Share:
     files: tuple[tuple[TableId, str, tuple[DataFile, ...]], ...]
 
 
-@dataclass(frozen=True)
-class _Counts:
-    """What a worker read, apart from the rows it left in its database."""
-
-    scanned: int
-    held: int
-    expired: int
-    strangers: frozenset[str]
-    reserved: int = 0
-    expired_reservations: tuple[tuple[str, str], ...] = ()
-
-
 def _collector(share: _Share) -> Collector:
     """The audit's collector in a worker: the parent's when forked, else one built from the imported model.
 
@@ -163,8 +151,11 @@ def _start_worker(channel: Any) -> None:
     _progress = channel
 
 
-def _sort_share(share: _Share) -> _Counts:
-    """In a worker: sort the share's items into its own database (closed when done); what it counted."""
+def _sort_share(share: _Share) -> Sorted:
+    """In a worker: sort the share's items into its own database (closed when done); what it counted.
+
+    The counts come back as a :class:`Sorted` without items, for the parent's ``Collector.merge``.
+    """
     collector = _collector(share)
     collector.now = share.now  # The parent's clock: an expiry is judged as one audit judges it.
     join = _Join(share.folder, share.memory_limit, name=share.name, models=_ordered(collector))
@@ -180,9 +171,14 @@ def _sort_share(share: _Share) -> _Counts:
         read_files(collector, plans, add_page, channel.put if channel is not None else None)
     finally:
         join.close()
-    strangers = frozenset(collector.foreign_lock_names)
-    ended = tuple(collector.expired_reservations)
-    return _Counts(collector.scanned, collector.held, collector.expired, strangers, collector.reserved, ended)
+    return Sorted(
+        scanned=collector.scanned,
+        strangers=set(collector.foreign_lock_names),
+        held=collector.held,
+        expired=collector.expired,
+        reserved=collector.reserved,
+        expired_reservations=list(collector.expired_reservations),
+    )
 
 
 def _split(plans: Sequence[Plan], workers: int) -> list[list[tuple[TableId, str, DataFile]]]:
@@ -257,12 +253,7 @@ def read_export_parallel(
         finally:
             del _inherited[job]
         for found in counts:
-            collector.scanned += found.scanned
-            collector.held += found.held
-            collector.reserved += found.reserved
-            collector.expired_reservations += found.expired_reservations
-            collector.expired += found.expired
-            collector.foreign_lock_names |= found.strangers
+            collector.merge(found)
         parts = [os.path.join(folder, name) for name in names]
         # No part (an export without data files): the join's own empty tables.
         join = _Join(folder, limit, models=_ordered(collector), parts=parts)
@@ -275,9 +266,9 @@ def read_export_parallel(
         return totals
 
 
-def _wait(futures: list[Future[_Counts]], channel: Any, progress: Callable[[int], None] | None) -> None:
+def _wait(futures: list[Future[Sorted]], channel: Any, progress: Callable[[int], None] | None) -> None:
     """Wait for the workers (the first failure ends the wait), passing their progress on."""
-    pending: set[Future[_Counts]] = set(futures)
+    pending: set[Future[Sorted]] = set(futures)
     while pending:
         done, pending = wait(pending, timeout=PROGRESS_SECONDS, return_when=FIRST_EXCEPTION)
         if channel is not None and progress is not None:
