@@ -6,6 +6,7 @@ Run from the repository root (needs valgrind: ``apt-get install valgrind``)::
     python benchmarks/instructions.py --ops 500   # more operations per contender
     python benchmarks/instructions.py delete      # some operations only
     python benchmarks/instructions.py --cold      # cache lines fetched from a cold cache (10 min)
+    python benchmarks/instructions.py --cold --no-gc   # the same, the garbage collector off
 
 Besides the CPU section's operations, it counts a record's load (``from_raw_data``, what get,
 query and scan do with each item) on the library's model and on the plain one, and a signup from
@@ -37,6 +38,12 @@ operations of equal instructions can differ there by half, and time follows it: 
 a flush before each operation, a delete's library / minimal ratio was 1.49 where these lines
 gave 1.45 (the code before the cuts they pointed to). One child per contender, two at a time
 (about 10 minutes for all).
+
+``--no-gc`` turns the garbage collector off in the counted children (after the imports and the
+warm-up): a full collection lands among an operation's counted runs, or not, depending on the
+code's allocations, and adds hundreds of lines and tens of thousands of instructions to one
+contender. Without it, counts of two versions of the code compare only when no collection
+landed in either.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import gc
 import os
 import re
 import subprocess
@@ -154,26 +162,41 @@ def warmed(operation: str, contender: str, template: str) -> bench.Variant:
     return variant
 
 
-def child(ops: int, operations: Sequence[str]) -> None:
-    """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind)."""
+def child(ops: int, operations: Sequence[str], *, collect: bool = True) -> None:
+    """Run every contender ``ops`` times, each loop in one ``functools.reduce`` (counted by callgrind).
+
+    ``collect``: whether the garbage collector runs while the contenders are counted.
+    """
     with served("instructions") as template:
         for operation, contender in _selected(operations):
             variant = warmed(operation, contender, template)
             inputs = variant.prepare(ops)
+            _collecting(collect)
             functools.reduce(functools.partial(_step, variant.run), inputs, None)
 
 
-def cold_child(ops: int, operation: str, contender: str) -> None:
-    """Run one contender ``ops`` times, each operation alone in ``functools.reduce`` after a flush of the caches."""
+def cold_child(ops: int, operation: str, contender: str, *, collect: bool = True) -> None:
+    """Run one contender ``ops`` times, each operation alone in ``functools.reduce`` after a flush of the caches.
+
+    ``collect``: whether the garbage collector runs while the contender is counted.
+    """
     buffer = bytearray(FLUSH_BYTES)
     line = COLD_CACHE[2]
     zeros = bytes(FLUSH_BYTES // line)
     with served("cold") as template:
         variant = warmed(operation, contender, template)
         step = functools.partial(_step, variant.run)
+        _collecting(collect)
         for item in variant.prepare(ops):
             buffer[::line] = zeros  # Not counted, but simulated: evicts every line.
             functools.reduce(step, [item], None)
+
+
+def _collecting(collect: bool) -> None:
+    """Turn the garbage collector off (``collect`` False) after a full collection, or leave it on."""
+    if not collect:
+        gc.collect()
+        gc.disable()
 
 
 def _callgrind(out: str, *options: str) -> list[str]:
@@ -198,15 +221,22 @@ def _succeeded(returncode: int, stderr: str) -> None:
         raise RuntimeError(msg)
 
 
-def measure_cold(ops: int, operations: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
-    """Run each contender's cold child under callgrind (two at a time); their counts, in order."""
+def measure_cold(ops: int, operations: Sequence[str], *, collect: bool = True) -> list[tuple[str, str, dict[str, int]]]:
+    """Run each contender's cold child under callgrind (two at a time); their counts, in order.
+
+    ``collect``: whether the garbage collector runs in the children while they are counted.
+    """
     size, ways, line = COLD_CACHE
     with tempfile.TemporaryDirectory() as scratch:
         measured = _selected(operations)
         outs = [Path(scratch) / f"cold.{i}" for i in range(len(measured))]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         commands = [
-            [*_callgrind(str(out), f"--LL={size},{ways},{line}"), "--cold-child", op, who, "--ops", str(ops)]
+            [
+                *_callgrind(str(out), f"--LL={size},{ways},{line}"),
+                *["--cold-child", op, who, "--ops", str(ops)],
+                *["--no-gc"] * (not collect),
+            ]
             for (op, who), out in zip(measured, outs, strict=True)
         ]
         for start in range(0, len(commands), 2):
@@ -270,12 +300,16 @@ def _estimate(counts: dict[str, int]) -> int:
     return counts["Ir"] + 10 * first + 100 * last
 
 
-def measure(ops: int, operations: Sequence[str]) -> list[tuple[str, str, dict[str, int]]]:
-    """Run the child under callgrind; the counts of each (operation, contender), in order."""
+def measure(ops: int, operations: Sequence[str], *, collect: bool = True) -> list[tuple[str, str, dict[str, int]]]:
+    """Run the child under callgrind; the counts of each (operation, contender), in order.
+
+    ``collect``: whether the garbage collector runs in the child while it is counted.
+    """
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
         options = ("--branch-sim=yes", "--dump-after=functools_reduce")
-        command = [*_callgrind(f"{out}.%p", *options), "--child", "--ops", str(ops), *operations]
+        command = [*_callgrind(f"{out}.%p", *options), "--child", "--ops", str(ops), *["--no-gc"] * (not collect)]
+        command += operations
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)  # noqa: S603 - our own command line.
         _succeeded(done.returncode, done.stderr)
@@ -324,21 +358,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--cold", action="store_true", help=f"count the cache lines fetched from a cold cache (default {COLD_OPS} ops)"
     )
+    parser.add_argument(
+        "--no-gc", action="store_true", help="count with the garbage collector off (comparable across versions)"
+    )
     parser.add_argument("operations", nargs="*", help="operations of run.py's CPU section (default: all)")
     args = parser.parse_args(argv)
     _selected(args.operations)
+    collect = not args.no_gc
     if args.cold_child:
-        cold_child(args.ops, *args.cold_child)
+        cold_child(args.ops, *args.cold_child, collect=collect)
         return 0
     if args.child:
-        child(args.ops, args.operations)
+        child(args.ops, args.operations, collect=collect)
         return 0
     if args.cold:
         ops = COLD_OPS if args.ops is None else args.ops
-        report_cold(measure_cold(ops, args.operations), ops)
+        report_cold(measure_cold(ops, args.operations, collect=collect), ops)
         return 0
     ops = 200 if args.ops is None else args.ops
-    report(measure(ops, args.operations), ops)
+    report(measure(ops, args.operations, collect=collect), ops)
     return 0
 
 

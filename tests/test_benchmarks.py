@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import subprocess
@@ -131,3 +132,55 @@ def test_minimal_contender__draws_a_fresh_token_for_each_transaction(monkeypatch
     assert len(tokens) == 3
     assert len(set(tokens)) == 3
     assert all(len(token) == 32 and set(token) <= set("0123456789abcdef") for token in tokens)
+
+
+def _instructions_module() -> Any:
+    """benchmarks/instructions.py as a module (its imports are found beside it)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("instructions")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_instructions_py__no_gc__reaches_every_counted_child(monkeypatch: pytest.MonkeyPatch, cold: bool) -> None:
+    """``--no-gc`` is passed on to the child processes callgrind counts (valgrind is not run here)."""
+    instructions = _instructions_module()
+    commands: list[list[str]] = []
+
+    class Refused:
+        """A child that exits at once, after its command line is kept."""
+
+        def __init__(self, command: list[str], **kwargs: Any) -> None:
+            del kwargs
+            commands.append(command)
+            self.returncode, self.stdout, self.stderr = 1, "", "stopped by the test"
+
+        def communicate(self) -> tuple[str, str]:
+            return self.stdout, self.stderr
+
+    monkeypatch.setattr(instructions.subprocess, "run", Refused)
+    monkeypatch.setattr(instructions.subprocess, "Popen", Refused)
+    args = ["--cold", "delete"] if cold else ["delete"]
+    for no_gc in (False, True):
+        with pytest.raises(RuntimeError, match="valgrind exited with 1"):
+            instructions.main([*args, *["--no-gc"] * no_gc])
+    assert commands, "no child was started"
+    with_gc, without_gc = commands[: len(commands) // 2], commands[len(commands) // 2 :]
+    assert all("--no-gc" not in command for command in with_gc)
+    assert all("--no-gc" in command for command in without_gc)
+    assert all(command[0] == "valgrind" and "delete" in command for command in commands)
+
+
+def test_instructions_py__collecting_off__the_collector_stops_after_a_full_collection() -> None:
+    """The counted children turn the collector off only when asked, after collecting what is there."""
+    instructions = _instructions_module()
+    assert gc.isenabled()
+    try:
+        instructions._collecting(True)
+        assert gc.isenabled()
+        instructions._collecting(False)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
