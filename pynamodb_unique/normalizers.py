@@ -160,7 +160,9 @@ def skeleton(value: str) -> str:
     (Cyrillic ``a``) and ``"paypal"`` are one value, as are ``paypa1`` and ``paypal``. The transform is
     repeated until it no longer changes (one pass is not stable for 13 characters such as ``Ǆ``),
     so a skeleton is its own skeleton; this only joins strings the standard already calls
-    confusable. Case matters, as in UTS #39: compose with :func:`username` for usernames.
+    confusable. Case matters, as in UTS #39: compose with :func:`username` for usernames. Marks
+    are ordered before they are mapped, as in UTS #39: beside another mark, a mark whose look-alike
+    has another combining class (U+0321 for U+0326) may keep a place its look-alike would not.
 
     The result is a key, not a display form: it mixes scripts and may not be readable.
 
