@@ -1,8 +1,20 @@
-"""Models shared by the tests; bind them to a backend with ``_backends.bind_model``."""
+"""Models shared by the tests; bind them to a backend with ``_backends.bind_model``.
+
+The polymorphic family (:class:`Pet`) is used as defined: a test creates its table on its own moto.
+"""
 
 from __future__ import annotations
 
-from pynamodb.attributes import JSONAttribute, MapAttribute, NumberAttribute, UnicodeAttribute, VersionAttribute
+from pynamodb.attributes import (
+    BinaryAttribute,
+    DiscriminatorAttribute,
+    JSONAttribute,
+    MapAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+    VersionAttribute,
+)
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin
@@ -196,3 +208,88 @@ class JsonConditioned(UniqueMixin, Model):
     email = UnicodeAttribute(null=True)
     meta = JSONAttribute(null=True)
     bio = UnicodeAttribute(null=True)
+
+
+class NullDefaulted(Defaulted):
+    """:class:`Defaulted` whose ``status`` may be None: saved so, it is stored as no attribute and loads as "live"."""
+
+    class Meta(Defaulted.Meta):
+        table_name = "null-defaulted"
+
+    status = UnicodeAttribute(null=True, default="live")
+
+
+class Tagged(UniqueMixin, Model):
+    """A partial constraint reading a string set with a fixed default {"vip"}.
+
+    An empty set is stored as no attribute, so it loads as the default: its email is locked.
+    """
+
+    class Meta:
+        table_name = "vip-tagged"
+        region = "us-east-1"
+        unique_constraints = [
+            UniqueConstraint(
+                "email",
+                name="VIP_EMAIL",
+                condition=lambda r: "vip" in (r.tags or ()),
+                condition_attributes=("tags",),
+            )
+        ]
+
+    pk = UnicodeAttribute(hash_key=True)
+    email = UnicodeAttribute(null=True)
+    tags = UnicodeSetAttribute(null=True, default=frozenset({"vip"}))
+
+
+class NumKeyed(UniqueMixin, Model):
+    """Numeric hash and range keys with attr_names; its locks in a table of their own."""
+
+    class Meta:
+        table_name = "numkeyed"
+        region = "us-east-1"
+        unique_lock_table = "numkeyed-locks"
+
+    id = NumberAttribute(hash_key=True, attr_name="Id")
+    rev = NumberAttribute(range_key=True, attr_name="Rev")
+    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
+    bio = UnicodeAttribute(null=True)
+
+
+class BinKeyed(UniqueMixin, Model):
+    """A binary hash key with an attr_name; its locks in a table of their own."""
+
+    class Meta:
+        table_name = "binkeyed"
+        region = "us-east-1"
+        unique_lock_table = "binkeyed-locks"
+
+    id = BinaryAttribute(hash_key=True, legacy_encoding=False, attr_name="Id")
+    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
+
+
+class Pet(UniqueMixin, Model):
+    """A polymorphic family, its attributes stored under other names: every pet has a unique name.
+
+    Used as defined, not bound: a test creates the table on its own moto.
+    """
+
+    class Meta:
+        table_name = "pets"
+        region = "us-east-1"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    kind = DiscriminatorAttribute(attr_name="Kind")
+    name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
+    note = UnicodeAttribute(null=True)
+    age = NumberAttribute(null=True)
+
+
+class Dog(Pet, discriminator="dog"):
+    """A pet with no unique attribute of its own."""
+
+
+class Cat(Pet, discriminator="cat"):
+    """A pet with a unique chip of its own."""
+
+    chip = UniqueAttribute(UnicodeAttribute(null=True))

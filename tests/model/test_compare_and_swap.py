@@ -18,16 +18,8 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _damage import _context
 from _invariant import assert_invariant
-from models import Defaulted, Flagged, JsonConditioned
-from pynamodb.attributes import (
-    BinaryAttribute,
-    DiscriminatorAttribute,
-    NumberAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-    UnicodeSetAttribute,
-    VersionAttribute,
-)
+from models import BinKeyed, Defaulted, Dog, Flagged, JsonConditioned, NumKeyed, Pet, Versioned
+from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.constants import ALL_OLD
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.models import Model
@@ -74,62 +66,6 @@ class TaggedView(UniqueMixin, Model):
     email = UnicodeAttribute(null=True)
     tags = UnicodeSetAttribute(null=True)
     bio = UnicodeAttribute(null=True)
-
-
-class BinKeyedView(UniqueMixin, Model):
-    """A binary hash key, locks in a separate table."""
-
-    class Meta:
-        table_name = "stored-view-binkeyed"
-        region = "us-east-1"
-        unique_lock_table = "stored-view-binkeyed-locks"
-
-    id = BinaryAttribute(hash_key=True, legacy_encoding=False, attr_name="Id")
-    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
-
-
-class NumKeyedView(UniqueMixin, Model):
-    """Numeric hash and range keys with attr_names, locks in a separate table."""
-
-    class Meta:
-        table_name = "stored-view-numkeyed"
-        region = "us-east-1"
-        unique_lock_table = "stored-view-numkeyed-locks"
-
-    id = NumberAttribute(hash_key=True, attr_name="Id")
-    rev = NumberAttribute(range_key=True, attr_name="Rev")
-    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
-    bio = UnicodeAttribute(null=True)
-
-
-class VersionedView(UniqueMixin, Model):
-    """Hash key only, optimistic locking."""
-
-    class Meta:
-        table_name = "stored-view-versioned"
-        region = "us-east-1"
-
-    id = UnicodeAttribute(hash_key=True)
-    handle = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-    version = VersionAttribute()
-
-
-class PetView(UniqueMixin, Model):
-    """A polymorphic family."""
-
-    class Meta:
-        table_name = "stored-view-pets"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    kind = DiscriminatorAttribute(attr_name="Kind")
-    name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
-    note = UnicodeAttribute(null=True)
-
-
-class DogView(PetView, discriminator="dog"):
-    pass
 
 
 def _with_locks(model: type[M]) -> type[M]:
@@ -280,7 +216,7 @@ def test_empty_set_condition_attribute__second_write_succeeds(moto_backend: None
 
 def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:
     """a binary hash key with an attr_name: save, violation (owner decoded as bytes), move, delete."""
-    model = _with_locks(bind_model(BinKeyedView, MOTO))
+    model = _with_locks(bind_model(BinKeyed, MOTO))
     model(id=b"\x00\xff", email="a@x.io").save()
     with pytest.raises(UniqueViolation) as info:
         model(id=b"\x01", email="a@x.io").save()
@@ -296,7 +232,7 @@ def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> N
 
 def test_numeric_keys__fractional_range__violation_and_delete(moto_backend: None) -> None:
     """numeric keys (a fractional range) name the owner in lock items and release on delete."""
-    model = _with_locks(bind_model(NumKeyedView, MOTO))
+    model = _with_locks(bind_model(NumKeyed, MOTO))
     model(id=7, rev=2.5, email="n@x.io").save()
     with pytest.raises(UniqueViolation) as info:
         model(id=8, rev=0, email="n@x.io").save()
@@ -309,7 +245,7 @@ def test_numeric_keys__fractional_range__violation_and_delete(moto_backend: None
 
 def test_versioned__stale_version_move__condition_failed_then_last_write_wins(moto_backend: None) -> None:
     """a stale versioned move raises ConditionFailed (CCF cause); add_version_condition=False writes it."""
-    model = bind_model(VersionedView, MOTO)
+    model = bind_model(Versioned, MOTO)
     model(id="v1", handle="h1").save()
     stale = model.get("v1")
     fresh = model.get("v1")
@@ -330,12 +266,12 @@ def test_versioned__stale_version_move__condition_failed_then_last_write_wins(mo
 
 def test_polymorphic__caller_condition_fails__condition_failed_in_one_request(moto_backend: None) -> None:
     """a loaded subclass record (scalar values) raises ConditionFailed for its caller's condition at once."""
-    PetView.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    DogView(pk="d1", name="rex").save()
-    loaded: Any = PetView.get("d1")
-    assert type(loaded) is DogView
-    with RequestCounter(PetView) as counter, pytest.raises(ConditionFailed):
-        loaded.save(condition=PetView.note == "nope")
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Dog(pk="d1", name="rex").save()
+    loaded: Any = Pet.get("d1")
+    assert type(loaded) is Dog
+    with RequestCounter(Pet) as counter, pytest.raises(ConditionFailed):
+        loaded.save(condition=Pet.note == "nope")
     assert len(counter.operations) == 1
 
 
@@ -370,9 +306,9 @@ def test_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(m
 
 
 @pytest.fixture
-def dynoxide_numkeyed(dynoxide_endpoint: str) -> type[NumKeyedView]:
-    """NumKeyedView on dynoxide, with its own record and lock tables."""
-    model = bind_model(NumKeyedView, Backend("dynoxide", dynoxide_endpoint), create=False)
+def dynoxide_numkeyed(dynoxide_endpoint: str) -> type[NumKeyed]:
+    """NumKeyed on dynoxide, with its own record and lock tables."""
+    model = bind_model(NumKeyed, Backend("dynoxide", dynoxide_endpoint), create=False)
     model.Meta.unique_lock_table = unique_table_name("stored-view-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
@@ -380,7 +316,7 @@ def dynoxide_numkeyed(dynoxide_endpoint: str) -> type[NumKeyedView]:
 
 
 @pytest.mark.integration
-def test_dynoxide_token_replay__numeric_keys__idempotent(dynoxide_numkeyed: type[NumKeyedView]) -> None:
+def test_dynoxide_token_replay__numeric_keys__idempotent(dynoxide_numkeyed: type[NumKeyed]) -> None:
     """the same save with the same caller token, resent from a fresh instance, is one write.
 
     The request's bytes must not change between the two sends (owner fields typed N, the key

@@ -14,6 +14,7 @@ import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _invariant import assert_invariant
 from click.testing import CliRunner
+from models import NullDefaulted
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
@@ -53,23 +54,6 @@ class Tier(UniqueMixin, Model):
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
     tier = UnicodeAttribute(null=True, default="free")
-
-
-class Live(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a fixed default and may be None."""
-
-    class Meta:
-        table_name = "defaults-live"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="live")
 
 
 class NumSlot(UniqueMixin, Model):
@@ -163,7 +147,7 @@ def test_validate_unique__defaulted_part_none__agrees_with_save(moto_backend: No
 
 def test_validate_unique__partial_condition_attribute_none__agrees_with_save(moto_backend: None) -> None:
     """A partial constraint whose defaulted condition attribute is None: validate_unique and save both see "live"."""
-    model = bind_model(Live, MOTO)
+    model = bind_model(NullDefaulted, MOTO)
     model(pk="a", email="e@x.io", status=None).save()
     with pytest.raises(UniqueViolation):
         model(pk="b", email="e@x.io", status=None).validate_unique()
@@ -184,7 +168,7 @@ def test_explain__stored_omits_defaulted_condition_attribute__delete_releases_th
     so the partial constraint saw ``status`` None, no lock was released, and it explained a plain
     DeleteItem: not the request the write sends.
     """
-    model = bind_model(Live, MOTO)
+    model = bind_model(NullDefaulted, MOTO)
     _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "e@x.io"}})
     loaded = model.get("a")
     assert loaded.status == "live"
@@ -203,7 +187,8 @@ def test_explain_command__stored_null_defaulted_condition_attribute__explains_th
     to ``explain``, which kept None instead of the fixed default (before the fix): a plain DeleteItem.
     """
     record = '{"pk": "a", "email": "e@x.io", "status": null}'
-    args = ["explain", f"{__name__}:Live", "--op", "delete", "--item", record, "--stored", record, "--json"]
+    target = f"{NullDefaulted.__module__}:NullDefaulted"
+    args = ["explain", target, "--op", "delete", "--item", record, "--stored", record, "--json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
@@ -213,16 +198,16 @@ def test_explain_command__stored_null_defaulted_condition_attribute__explains_th
 def test_explain__stored_with_default_value__delete_releases_the_lock() -> None:
     """With the default given explicitly in ``stored``, explain plans the release (the TransactWriteItems)."""
     stored = {"pk": "a", "email": "e@x.io", "status": "live"}
-    assert explain(Live(pk="a", email="e@x.io"), "delete", stored=stored).operation == "TransactWriteItems"
+    assert explain(NullDefaulted(pk="a", email="e@x.io"), "delete", stored=stored).operation == "TransactWriteItems"
 
 
 # --- resend bytes with a caller's token (dynoxide) ---------------------------------------------------
 
 
 @pytest.fixture
-def dynoxide_live(dynoxide_endpoint: str) -> type[Live]:
-    """Live on dynoxide, with its own lock table."""
-    model = bind_model(Live, Backend("dynoxide", dynoxide_endpoint), create=False)
+def dynoxide_live(dynoxide_endpoint: str) -> type[NullDefaulted]:
+    """NullDefaulted on dynoxide, with its own lock table."""
+    model = bind_model(NullDefaulted, Backend("dynoxide", dynoxide_endpoint), create=False)
     model.Meta.unique_lock_table = unique_table_name("defaults-locks")
     model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     create_lock_table(model, wait=True)
@@ -242,7 +227,7 @@ def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlot]:
 @pytest.mark.integration
 @pytest.mark.parametrize("status", [None, "live"])
 def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
-    dynoxide_live: type[Live], status: str | None
+    dynoxide_live: type[NullDefaulted], status: str | None
 ) -> None:
     """A save resent from a fresh instance with the same values and token sends the same bytes, and is one write."""
     model = dynoxide_live
@@ -258,7 +243,7 @@ def test_dynoxide_token_resend__save_defaulted_none_or_default__byte_identical(
 
 @pytest.mark.integration
 def test_dynoxide_token_resend__update_and_delete_from_fresh_instances__byte_identical(
-    dynoxide_live: type[Live],
+    dynoxide_live: type[NullDefaulted],
 ) -> None:
     """An update removing the defaulted attribute, and a delete, each resent from a fresh instance: same bytes."""
     model = dynoxide_live

@@ -9,63 +9,23 @@ from typing import Any
 
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _invariant import assert_invariant
+from models import Cat, Dog, Pet, Tagged
 from pynamodb.attributes import (
     BinaryAttribute,
     DiscriminatorAttribute,
     JSONAttribute,
     NumberAttribute,
     UnicodeAttribute,
-    UnicodeSetAttribute,
 )
 from pynamodb.models import Model
 
-from pynamodb_unique import UniqueAttribute, UniqueConstraint, UniqueMixin, audit, create_lock_table, migrate, repair
+from pynamodb_unique import UniqueConstraint, UniqueMixin, audit, create_lock_table, migrate, repair
 from pynamodb_unique._core.keys import LOCK_PREFIX
 
 MOTO = Backend("moto", None)
 
 
 # --- models ----------------------------------------------------------------------------------
-
-
-class Pet(UniqueMixin, Model):
-    """A polymorphic family: every pet has a unique name; only cats have a unique chip."""
-
-    class Meta:
-        table_name = "family-pets"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    kind = DiscriminatorAttribute()
-    name = UniqueAttribute(UnicodeAttribute(null=True))
-
-
-class Dog(Pet, discriminator="dog"):
-    pass
-
-
-class Cat(Pet, discriminator="cat"):
-    chip = UniqueAttribute(UnicodeAttribute(null=True))
-
-
-class Badge(UniqueMixin, Model):
-    """A partial constraint reading a string set with a fixed default (an empty set is stored as no attribute)."""
-
-    class Meta:
-        table_name = "family-badges"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="VIP_EMAIL",
-                condition=lambda r: "vip" in (r.tags or ()),
-                condition_attributes=("tags",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    tags = UnicodeSetAttribute(null=True, default=frozenset({"vip"}))
 
 
 class Doc(UniqueMixin, Model):
@@ -224,7 +184,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
     and so holds its email. The invariant breaks and a second record may take the same email.
     The empty set must become None before the defaults are filled (in ``values``).
     """
-    model = bind_model(Badge, MOTO)
+    model = bind_model(Tagged, MOTO)
     model(pk="a", email="e@x.io", tags=set()).save()
     assert model.get("a").tags == {"vip"}  # What PynamoDB loads.
     assert_invariant(model)
@@ -232,7 +192,7 @@ def test_save__empty_set_with_fixed_default__takes_the_default_lock(moto_backend
 
 def test_save__none_set_with_fixed_default__takes_the_default_lock(moto_backend: None) -> None:
     """``tags=None`` loads as {"vip"}: the save takes the email's lock."""
-    model = bind_model(Badge, MOTO)
+    model = bind_model(Tagged, MOTO)
     model(pk="a", email="e@x.io", tags=None).save()
     assert_invariant(model)
     assert model.unique_owner(email="e@x.io") == ("a",)

@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
-from models import Account, Defaulted, Flagged
+from models import Account, BinKeyed, Defaulted, Dog, Flagged, NumKeyed, Pet
 from pynamodb.attributes import (
-    BinaryAttribute,
     DiscriminatorAttribute,
     ListAttribute,
     MapAttribute,
@@ -98,31 +97,6 @@ class Shapes(UniqueMixin, Model):
     bio = UnicodeAttribute(null=True)
 
 
-class NumLocked(UniqueMixin, Model):
-    """Numeric keys, locks in a separate table."""
-
-    class Meta:
-        table_name = "write-path-numlocked"
-        region = "us-east-1"
-        unique_lock_table = "write-path-numlocked-locks"
-
-    id = NumberAttribute(hash_key=True, attr_name="Id")
-    rev = NumberAttribute(range_key=True, attr_name="Rev")
-    email = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Mail"))
-
-
-class BinLocked(UniqueMixin, Model):
-    """A binary hash key, locks in a separate table."""
-
-    class Meta:
-        table_name = "write-path-binlocked"
-        region = "us-east-1"
-        unique_lock_table = "write-path-binlocked-locks"
-
-    id = BinaryAttribute(hash_key=True, legacy_encoding=False)
-    email = UniqueAttribute(UnicodeAttribute(null=True))
-
-
 class Held(UniqueMixin, Model):
     """Releases that are holds (puts) next to releases that are deletes."""
 
@@ -157,29 +131,6 @@ class OneB(UniqueMixin, Model):
 
     pk = UnicodeAttribute(hash_key=True)
     beta = UniqueAttribute(UnicodeAttribute(null=True))
-
-
-class Animal(UniqueMixin, Model):
-    """A polymorphic family, defined once (its table created on each test's moto)."""
-
-    class Meta:
-        table_name = "write-path-animals"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-    kind = DiscriminatorAttribute(attr_name="Kind")
-    name = UniqueAttribute(UnicodeAttribute(null=True, attr_name="Name"))
-    age = NumberAttribute(null=True)
-
-
-class Cat(Animal, discriminator="cat"):
-    pass
-
-
-def _family() -> tuple[type[Model], type[Model]]:
-    """The polymorphic family, its table created on this test's moto."""
-    Animal.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return Animal, Cat
 
 
 def _with_locks(model: type[M]) -> type[M]:
@@ -470,20 +421,19 @@ def test_guarded_update__action_shapes__equal_pynamodb_builder(moto_backend: Non
 
 def test_guarded_update__polymorphic__equals_pynamodb_builder(moto_backend: None) -> None:
     """The guard's class check takes the first value placeholders; the actions' follow."""
-    _, cat_cls = _family()
-    cat_model: Any = cat_cls
-    cat = cat_model(pk="c1", name="tom", age=3)
-    planner = _planner(cat_model)
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    dog = Dog(pk="c1", name="tom", age=3)
+    planner = _planner(Dog)
     for stored in (Stored(exists=False), Stored(exists=True, values={"name": "tom"})):
-        actions = [cat_model.name.set("felix"), cat_model.age.add(1), cat_model.kind.set(cat_model)]
+        actions = [Dog.name.set("felix"), Dog.age.add(1), Dog.kind.set(Dog)]
         plan = planner.write("update", stored, {"name": "felix"})
-        built = record_kwargs(cat, plan.record, None, actions, add_version_condition=True)
-        assert built == _pynamodb_update(cat, plan.record.condition, actions)
+        built = record_kwargs(dog, plan.record, None, actions, add_version_condition=True)
+        assert built == _pynamodb_update(dog, plan.record.condition, actions)
 
 
 def test_guarded_update__numeric_keys__equal_pynamodb_builder(moto_backend: None) -> None:
     """A numeric hash and range key with attr_names, locks elsewhere."""
-    model = bind_model(NumLocked, MOTO)
+    model = bind_model(NumKeyed, MOTO)
     instance = model(id=7, rev=2, email="n@x.io")
     plan = _planner(model).write("update", Stored(exists=True, values={"email": "m@x.io"}), {"email": "n@x.io"})
     actions = [model.email.set("n@x.io")]
@@ -499,9 +449,9 @@ def test_guarded_update__numeric_keys__equal_pynamodb_builder(moto_backend: None
     [
         pytest.param(Account, {"pk": "ACCT#1", "sk": "X"}, id="strings"),
         pytest.param(Account, {"pk": "ACCT#1", "sk": None}, id="range-none"),
-        pytest.param(NumLocked, {"id": 7, "rev": 2.5}, id="numbers"),
-        pytest.param(NumLocked, {"id": 7, "rev": None}, id="number-range-none"),
-        pytest.param(BinLocked, {"id": b"\x00\xff"}, id="binary"),
+        pytest.param(NumKeyed, {"id": 7, "rev": 2.5}, id="numbers"),
+        pytest.param(NumKeyed, {"id": 7, "rev": None}, id="number-range-none"),
+        pytest.param(BinKeyed, {"id": b"\x00\xff"}, id="binary"),
         pytest.param(Shapes, {"pk": "S", "rev": 0}, id="zero-range"),
     ],
 )
@@ -555,17 +505,15 @@ def test_snapshot__key_changed_after_load__unknown(moto_backend: None) -> None:
 
 def test_snapshot__polymorphic_load(moto_backend: None) -> None:
     """A base-class query yields the stored class; its snapshot is read by that class's context."""
-    animal_cls, cat_cls = _family()
-    animal: Any = animal_cls
-    cat: Any = cat_cls
-    cat(pk="c1", name="tom").save()
-    loaded = animal.get("c1")
-    assert type(loaded) is cat
-    assert snapshot.known(_context(cat), loaded) == Stored(exists=True, values={"name": "tom"})
+    Pet.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    Dog(pk="c1", name="tom").save()
+    loaded: Any = Pet.get("c1")
+    assert type(loaded) is Dog
+    assert snapshot.known(_context(Dog), loaded) == Stored(exists=True, values={"name": "tom"})
     loaded.name = "felix"
     loaded.save()
-    assert cat.unique_owner(name="felix") == ("c1",)
-    assert cat.unique_owner(name="tom") is None
+    assert Dog.unique_owner(name="felix") == ("c1",)
+    assert Dog.unique_owner(name="tom") is None
 
 
 def test_snapshot__get_then_move__one_transaction_no_read(moto_backend: None) -> None:
@@ -607,7 +555,7 @@ def test_snapshot__loaded_item_read_when_a_write_asks(moto_backend: None) -> Non
 
 def test_numeric_keys_in_lock_table__lifecycle(moto_backend: None) -> None:
     """Numeric keys, attr_names and a separate lock table: save, load, move, delete."""
-    model = _with_locks(bind_model(NumLocked, MOTO))
+    model = _with_locks(bind_model(NumKeyed, MOTO))
     model(id=7, rev=2, email="n@x.io").save()
     loaded = model.get(7, 2)
     loaded.email = "m@x.io"

@@ -19,14 +19,8 @@ import pytest
 from _backends import REGION, Backend, RequestCounter, bind_model, unique_table_name
 from _damage import _context
 from _invariant import assert_invariant
-from models import Contact, Defaulted, JsonConditioned
-from pynamodb.attributes import (
-    DiscriminatorAttribute,
-    JSONAttribute,
-    TTLAttribute,
-    UnicodeAttribute,
-    UnicodeSetAttribute,
-)
+from models import Cat, Contact, Defaulted, Dog, JsonConditioned, NullDefaulted, Pet, Tagged
+from pynamodb.attributes import JSONAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import (
@@ -60,27 +54,6 @@ MOTO = Backend("moto", None)
 # --- models ----------------------------------------------------------------------------------
 
 
-class Pet(UniqueMixin, Model):
-    """A polymorphic family: every pet has a unique name; cats also a unique chip."""
-
-    class Meta:
-        table_name = "view-pets"
-        region = "us-east-1"
-
-    pk = UnicodeAttribute(hash_key=True)
-    kind = DiscriminatorAttribute()
-    name = UniqueAttribute(UnicodeAttribute(null=True))
-    note = UnicodeAttribute(null=True)
-
-
-class Dog(Pet, discriminator="dog"):
-    pass
-
-
-class Cat(Pet, discriminator="cat"):
-    chip = UniqueAttribute(UnicodeAttribute(null=True))
-
-
 def _doc_on(key: str) -> Any:
     return lambda r: bool(r.doc and r.doc.get(key))
 
@@ -102,43 +75,6 @@ class MultiDoc(UniqueMixin, Model):
     b = UnicodeAttribute(null=True)
     c = UnicodeAttribute(null=True)
     doc = JSONAttribute(null=True)
-
-
-class Tagged(UniqueMixin, Model):
-    """A partial constraint reading a string set with a fixed default {"vip"} (an empty set loads as it)."""
-
-    class Meta:
-        table_name = "view-tags"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="VIP_EMAIL",
-                condition=lambda r: "vip" in (r.tags or ()),
-                condition_attributes=("tags",),
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    tags = UnicodeSetAttribute(null=True, default=frozenset({"vip"}))
-
-
-class Statused(UniqueMixin, Model):
-    """A partial constraint whose condition reads a defaulted attribute."""
-
-    class Meta:
-        table_name = "view-status"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="live")
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -318,7 +254,7 @@ def test_explain__stored_empty_set_with_fixed_default__delete_releases_the_lock(
 
 def test_unique_owner__partial_condition_reads_defaulted_attribute(moto_backend: None) -> None:
     """A live record (status defaulted) is named; the value of a record whose condition fails is free."""
-    model = bind_model(Statused, MOTO)
+    model = bind_model(NullDefaulted, MOTO)
     model(pk="a", email="a@x.io", status=None).save()
     model(pk="b", email="b@x.io", status="gone").save()
     assert_invariant(model)
@@ -329,7 +265,7 @@ def test_unique_owner__partial_condition_reads_defaulted_attribute(moto_backend:
 @pytest.mark.parametrize("status", [None, "live"])
 def test_delete__believed_gone__defaulted_condition__releases(moto_backend: None, status: str | None) -> None:
     """A believed-gone delete of a record recreated live (status absent or stored) releases its lock."""
-    model = bind_model(Statused, MOTO, table_name=unique_table_name("view-status"))
+    model = bind_model(NullDefaulted, MOTO, table_name=unique_table_name("view-status"))
     a = model(pk="a", email="a@x.io")
     a.save()
     a.delete()
@@ -340,23 +276,6 @@ def test_delete__believed_gone__defaulted_condition__releases(moto_backend: None
 
 
 # --- With migrations, hashed constraints and TTL ----------------------------------------------
-
-
-class DefaultNull(UniqueMixin, Model):
-    """A partial constraint whose condition attribute has a fixed default and may be None."""
-
-    class Meta:
-        table_name = "view-default-null"
-        region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email", name="LIVE_EMAIL", condition=lambda r: r.status == "live", condition_attributes=("status",)
-            )
-        ]
-
-    pk = UnicodeAttribute(hash_key=True)
-    email = UnicodeAttribute(null=True)
-    status = UnicodeAttribute(null=True, default="live")
 
 
 class JsonFormer(UniqueMixin, Model):
@@ -412,7 +331,7 @@ def test_save__defaulted_condition_attribute_set_none__lock_taken(moto_backend: 
     was planned from the instance's None, not from the value as loaded: no lock was taken, and a
     duplicate email could be saved.
     """
-    model = bind_model(DefaultNull, MOTO)
+    model = bind_model(NullDefaulted, MOTO)
     model(pk="a", email="a@x.io", status=None).save()
     assert model.get("a").status == "live"  # What PynamoDB loads.
     assert_invariant(model)
