@@ -12,12 +12,13 @@ polymorphism and tokens complete it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from _backends import Backend, RequestCounter, bind_model, unique_table_name
+from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
 from _invariant import assert_invariant
+from _scaffold import bind_with_lock_table, with_locks
 from models import BinKeyed, Defaulted, Dog, Flagged, JsonConditioned, NumKeyed, Pet, Versioned
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.constants import ALL_OLD
@@ -33,7 +34,6 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
     audit,
-    create_lock_table,
     repair,
 )
 from pynamodb_unique._core.plan import Stored, fixed_default
@@ -41,7 +41,6 @@ from pynamodb_unique._model import snapshot, updates
 from pynamodb_unique._write.requests import record_kwargs
 
 MOTO = Backend("moto", None)
-M = TypeVar("M", bound=Model)
 
 
 # --- models ----------------------------------------------------------------------------------
@@ -66,12 +65,6 @@ class TaggedView(UniqueMixin, Model):
     email = UnicodeAttribute(null=True)
     tags = UnicodeSetAttribute(null=True)
     bio = UnicodeAttribute(null=True)
-
-
-def _with_locks(model: type[M]) -> type[M]:
-    """The bound model with its separate lock table created."""
-    create_lock_table(model, wait=True)
-    return model
 
 
 # --- a defaulted condition attribute: the load applies the default, the item lacks it -------
@@ -216,7 +209,7 @@ def test_empty_set_condition_attribute__second_write_succeeds(moto_backend: None
 
 def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> None:
     """a binary hash key with an attr_name: save, violation (owner decoded as bytes), move, delete."""
-    model = _with_locks(bind_model(BinKeyed, MOTO))
+    model = with_locks(bind_model(BinKeyed, MOTO))
     model(id=b"\x00\xff", email="a@x.io").save()
     with pytest.raises(UniqueViolation) as info:
         model(id=b"\x01", email="a@x.io").save()
@@ -232,7 +225,7 @@ def test_binary_hash_key__lifecycle_and_violation_owner(moto_backend: None) -> N
 
 def test_numeric_keys__fractional_range__violation_and_delete(moto_backend: None) -> None:
     """numeric keys (a fractional range) name the owner in lock items and release on delete."""
-    model = _with_locks(bind_model(NumKeyed, MOTO))
+    model = with_locks(bind_model(NumKeyed, MOTO))
     model(id=7, rev=2.5, email="n@x.io").save()
     with pytest.raises(UniqueViolation) as info:
         model(id=8, rev=0, email="n@x.io").save()
@@ -308,11 +301,7 @@ def test_defaulted_condition_attribute__snapshot_after_save_is_the_stored_view(m
 @pytest.fixture
 def dynoxide_numkeyed(dynoxide_endpoint: str) -> type[NumKeyed]:
     """NumKeyed on dynoxide, with its own record and lock tables."""
-    model = bind_model(NumKeyed, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("stored-view-locks")
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    return model
+    return bind_with_lock_table(NumKeyed, Backend("dynoxide", dynoxide_endpoint), "stored-view-locks")
 
 
 @pytest.mark.integration

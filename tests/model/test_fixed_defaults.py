@@ -8,11 +8,11 @@ validate_unique take it so, and a request resent with its token is the same byte
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from _backends import Backend, RequestCounter, bind_model, unique_table_name
+from _backends import Backend, RequestCounter, bind_model
 from _invariant import assert_invariant
+from _scaffold import bind_with_lock_table, put_raw
 from click.testing import CliRunner
 from models import NullDefaulted
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, VersionAttribute
@@ -23,7 +23,6 @@ from pynamodb_unique import (
     UniqueMixin,
     UniqueViolation,
     audit,
-    create_lock_table,
     explain,
 )
 from pynamodb_unique.cli import cli
@@ -70,11 +69,6 @@ class NumSlot(UniqueMixin, Model):
     rank = NumberAttribute(null=True, default=0)
     status = UnicodeAttribute(null=True, default="live")
     version = VersionAttribute()
-
-
-def _put_raw(model: type[Model], item: dict[str, Any]) -> None:
-    """Write an item behind the library's back (another writer)."""
-    model._get_connection().connection.client.put_item(TableName=model.Meta.table_name, Item=item)
 
 
 # --- delete of a record the instance believes gone -----------------------------------------------
@@ -169,7 +163,7 @@ def test_explain__stored_omits_defaulted_condition_attribute__delete_releases_th
     DeleteItem: not the request the write sends.
     """
     model = bind_model(NullDefaulted, MOTO)
-    _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "e@x.io"}})
+    put_raw(model, {"pk": {"S": "a"}, "email": {"S": "e@x.io"}})
     loaded = model.get("a")
     assert loaded.status == "live"
     shown = explain(model(pk="a", email="e@x.io"), "delete", stored={"pk": "a", "email": "e@x.io"})
@@ -207,21 +201,13 @@ def test_explain__stored_with_default_value__delete_releases_the_lock() -> None:
 @pytest.fixture
 def dynoxide_live(dynoxide_endpoint: str) -> type[NullDefaulted]:
     """NullDefaulted on dynoxide, with its own lock table."""
-    model = bind_model(NullDefaulted, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("defaults-locks")
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    return model
+    return bind_with_lock_table(NullDefaulted, Backend("dynoxide", dynoxide_endpoint), "defaults-locks")
 
 
 @pytest.fixture
 def dynoxide_numslot(dynoxide_endpoint: str) -> type[NumSlot]:
     """NumSlot on dynoxide, with its own lock table."""
-    model = bind_model(NumSlot, Backend("dynoxide", dynoxide_endpoint), create=False)
-    model.Meta.unique_lock_table = unique_table_name("defaults-numlocks")
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    return model
+    return bind_with_lock_table(NumSlot, Backend("dynoxide", dynoxide_endpoint), "defaults-numlocks")
 
 
 @pytest.mark.integration

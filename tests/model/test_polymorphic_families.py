@@ -5,10 +5,9 @@ Each test says what it checks and why a failure would be a bug.
 
 from __future__ import annotations
 
-from typing import Any
-
-from _backends import Backend, RequestCounter, bind_model, unique_table_name
+from _backends import Backend, RequestCounter, bind_model
 from _invariant import assert_invariant
+from _scaffold import bind_with_lock_table, drop_locks, lock_items, put_raw, while_on
 from models import Cat, Dog, Pet, Tagged
 from pynamodb.attributes import (
     BinaryAttribute,
@@ -19,8 +18,7 @@ from pynamodb.attributes import (
 )
 from pynamodb.models import Model
 
-from pynamodb_unique import UniqueConstraint, UniqueMixin, audit, create_lock_table, migrate, repair
-from pynamodb_unique._core.keys import LOCK_PREFIX
+from pynamodb_unique import UniqueMixin, audit, migrate, repair
 
 MOTO = Backend("moto", None)
 
@@ -34,14 +32,7 @@ class Doc(UniqueMixin, Model):
     class Meta:
         table_name = "family-docs"
         region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="DOC",
-                condition=lambda r: bool(r.doc and r.doc.get("on")),
-                condition_attributes=("doc",),
-            )
-        ]
+        unique_constraints = [while_on("DOC")]
 
     pk = UnicodeAttribute(hash_key=True)
     email = UnicodeAttribute(null=True)
@@ -55,14 +46,7 @@ class NumDoc(UniqueMixin, Model):
         table_name = "family-numdocs"
         region = "us-east-1"
         unique_lock_table = "family-numdocs-locks"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="NUMDOC",
-                condition=lambda r: bool(r.doc and r.doc.get("on")),
-                condition_attributes=("doc",),
-            )
-        ]
+        unique_constraints = [while_on("NUMDOC")]
 
     id = NumberAttribute(hash_key=True)
     rev = NumberAttribute(range_key=True)
@@ -77,14 +61,7 @@ class BinDoc(UniqueMixin, Model):
         table_name = "family-bindocs"
         region = "us-east-1"
         unique_lock_table = "family-bindocs-locks"
-        unique_constraints = [
-            UniqueConstraint(
-                "email",
-                name="BINDOC",
-                condition=lambda r: bool(r.doc and r.doc.get("on")),
-                condition_attributes=("doc",),
-            )
-        ]
+        unique_constraints = [while_on("BINDOC")]
 
     key = BinaryAttribute(hash_key=True, legacy_encoding=False)
     email = UnicodeAttribute(null=True)
@@ -106,44 +83,10 @@ class Box(Shape, discriminator="box"):
     class Meta:
         table_name = "family-shapes"
         region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint(
-                "label",
-                name="BOX",
-                condition=lambda r: bool(r.spec and r.spec.get("on")),
-                condition_attributes=("spec",),
-            )
-        ]
+        unique_constraints = [while_on("BOX", "label", "spec")]
 
     label = UnicodeAttribute(null=True)
     spec = JSONAttribute(null=True)
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _client(model: type[Model]) -> Any:
-    return model._get_connection().connection.client
-
-
-def _put_raw(model: type[Model], item: dict[str, Any], table: str | None = None) -> None:
-    """Write an item behind the library's back (another writer)."""
-    _client(model).put_item(TableName=table or model.Meta.table_name, Item=item)
-
-
-def _lock_items(model: type[Model], table: str | None = None) -> list[dict[str, Any]]:
-    name = table or model.Meta.table_name
-    items = _client(model).scan(TableName=name, ConsistentRead=True)["Items"]
-    return [i for i in items if any(isinstance(v.get("S"), str) and v["S"].startswith(LOCK_PREFIX) for v in i.values())]
-
-
-def _drop_locks(model: type[Model], table: str | None = None) -> None:
-    """Delete every lock item behind the library's back: each record is then missing its lock."""
-    name = table or model.Meta.table_name
-    client = _client(model)
-    schema = client.describe_table(TableName=name)["Table"]["KeySchema"]
-    for item in _lock_items(model, table):
-        client.delete_item(TableName=name, Key={k["AttributeName"]: item[k["AttributeName"]] for k in schema})
 
 
 # --- a believed-gone delete over another class of the family ---------------------------------
@@ -167,7 +110,7 @@ def test_delete__believed_gone__another_class_recreated__keeps_its_locks(moto_ba
     cats(pk="a", chip="C1").save()
     d.delete()
     stored = list(cats.scan(consistent_read=True))
-    chips = [i for i in _lock_items(cats) if "C1" in str(i)]
+    chips = [i for i in lock_items(cats) if "C1" in str(i)]
     # Either the Cat survives with its lock, or it is gone and so is its lock.
     assert bool(stored) == bool(chips), f"records {stored}, chip locks {chips}"
 
@@ -213,10 +156,10 @@ def test_repair__record_changed_to_unreadable_text__skipped_not_raised(moto_back
     model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
     model(pk="b", email="b@x.io", doc={"on": 2}).save()
-    _drop_locks(model)
+    drop_locks(model)
     report = audit(model)
     assert len(report.problems) == 2
-    _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": "{not json"}})
+    put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": "{not json"}})
     done = repair(model, report, apply=True)
     outcomes = sorted(f.outcome for f in done.fixes)
     assert outcomes == ["applied", "skipped"]
@@ -233,7 +176,7 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
     """
     model = bind_model(Doc, MOTO)
     model(pk="a", email="a@x.io", doc={"on": 1}).save()
-    _drop_locks(model)
+    drop_locks(model)
     report = audit(model)
     with RequestCounter(model) as counter:
         planned = repair(model, report, apply=False)
@@ -244,11 +187,11 @@ def test_repair__dry_run__reads_no_record(moto_backend: None) -> None:
 def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> None:
     """Another writer's spelling of the JSON text: repair and migrate check it as stored and create the lock."""
     model = bind_model(Doc, MOTO)
-    _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
-    _put_raw(model, {"pk": {"S": "b"}, "email": {"S": "b@x.io"}, "doc": {"S": '{ "on" : 2 }'}})
+    put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
+    put_raw(model, {"pk": {"S": "b"}, "email": {"S": "b@x.io"}, "doc": {"S": '{ "on" : 2 }'}})
     done = repair(model, audit(model), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied", "applied"]
-    _drop_locks(model)
+    drop_locks(model)
     report = migrate(model, apply=True)
     assert [f.outcome for f in report.fixes] == ["applied", "applied"]
     assert not audit(model).problems
@@ -256,29 +199,23 @@ def test_repair_and_migrate__respelled_json_text__fixed(moto_backend: None) -> N
 
 def test_repair_and_migrate__numeric_keys__owner_read_and_fixed(moto_backend: None) -> None:
     """Numeric keys: the owner key passed to get_item is the serialized number; the locks are created."""
-    model = bind_model(NumDoc, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("family-locks")
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    _put_raw(model, {"id": {"N": "5"}, "rev": {"N": "2"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
+    model = bind_with_lock_table(NumDoc, MOTO, "family-locks")
+    put_raw(model, {"id": {"N": "5"}, "rev": {"N": "2"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
     done = repair(model, audit(model), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert model.unique_owner(email="a@x.io") == (5, 2)
-    _drop_locks(model, model.Meta.unique_lock_table)
+    drop_locks(model, model.Meta.unique_lock_table)
     assert [f.outcome for f in migrate(model, apply=True).fixes] == ["applied"]
     assert not audit(model).problems
 
 
 def test_repair_and_migrate__binary_key__owner_read_and_fixed(moto_backend: None) -> None:
     """A binary hash key: stored_texts reads the record by its bytes; repair and migrate create the lock."""
-    model = bind_model(BinDoc, MOTO, create=False)
-    model.Meta.unique_lock_table = unique_table_name("family-locks")
-    model.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    create_lock_table(model, wait=True)
-    _put_raw(model, {"key": {"B": b"\x00\xffk"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
+    model = bind_with_lock_table(BinDoc, MOTO, "family-locks")
+    put_raw(model, {"key": {"B": b"\x00\xffk"}, "email": {"S": "a@x.io"}, "doc": {"S": '{"on":  1}'}})
     done = repair(model, audit(model), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
-    _drop_locks(model, model.Meta.unique_lock_table)
+    drop_locks(model, model.Meta.unique_lock_table)
     assert [f.outcome for f in migrate(model, apply=True).fixes] == ["applied"]
     assert not audit(model).problems
 
@@ -287,10 +224,10 @@ def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None
     """A Box record audited through the family: its own model's stored text is read and checked."""
     Shape.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     boxes = Box
-    _put_raw(boxes, {"pk": {"S": "a"}, "kind": {"S": "box"}, "label": {"S": "L"}, "spec": {"S": '{ "on": 3 }'}})
+    put_raw(boxes, {"pk": {"S": "a"}, "kind": {"S": "box"}, "label": {"S": "L"}, "spec": {"S": '{ "on": 3 }'}})
     done = repair(boxes, audit(boxes), apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
-    _drop_locks(boxes)
+    drop_locks(boxes)
     assert [f.outcome for f in migrate(boxes, apply=True).fixes] == ["applied"]
     assert not audit(boxes).problems
 
@@ -298,8 +235,8 @@ def test_repair_and_migrate__polymorphic_subclass_text__fixed(moto_backend: None
 def test_repair__value_changed_since_audit__skipped(moto_backend: None) -> None:
     """A record whose JSON value changed after the audit gets no stored text, so its check fails: skipped."""
     model = bind_model(Doc, MOTO)
-    _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
+    put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 1 }'}})
     report = audit(model)
-    _put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 9 }'}})
+    put_raw(model, {"pk": {"S": "a"}, "email": {"S": "a@x.io"}, "doc": {"S": '{ "on" : 9 }'}})
     done = repair(model, report, apply=True)
     assert [f.outcome for f in done.fixes] == ["skipped"]

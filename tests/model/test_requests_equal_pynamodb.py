@@ -13,11 +13,12 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from _backends import Backend, RequestCounter, bind_model
 from _damage import _context
+from _scaffold import with_locks
 from models import Account, BinKeyed, Defaulted, Dog, Flagged, NumKeyed, Pet
 from pynamodb.attributes import (
     DiscriminatorAttribute,
@@ -41,7 +42,6 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueConfigError,
     UniqueMixin,
-    create_lock_table,
 )
 from pynamodb_unique._core import plan as _plan
 from pynamodb_unique._core.plan import (
@@ -62,7 +62,6 @@ from pynamodb_unique._write.requests import guard_condition, record_kwargs
 from pynamodb_unique._write.send import WriteFailed, derive_token, new_token, send_transaction
 
 MOTO = Backend("moto", None)
-M = TypeVar("M", bound=Model)
 ABSENT: Stored = _plan.ABSENT
 
 
@@ -131,12 +130,6 @@ class OneB(UniqueMixin, Model):
 
     pk = UnicodeAttribute(hash_key=True)
     beta = UniqueAttribute(UnicodeAttribute(null=True))
-
-
-def _with_locks(model: type[M]) -> type[M]:
-    """The bound model with its separate lock table created (moto starts empty)."""
-    create_lock_table(model, wait=True)
-    return model
 
 
 def _planner(model: type[Model]) -> Planner:
@@ -518,7 +511,7 @@ def test_snapshot__polymorphic_load(moto_backend: None) -> None:
 
 def test_snapshot__get_then_move__one_transaction_no_read(moto_backend: None) -> None:
     """A loaded record moves its value in one TransactWriteItems, read from the remembered item."""
-    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes = with_locks(bind_model(Shapes, MOTO))
     shapes(pk="S#1", rev=3, email="a@x.io", code=7).save()
     loaded = shapes.get("S#1", 3)
     with RequestCounter(shapes) as counter:
@@ -534,7 +527,7 @@ def test_snapshot__get_then_move__one_transaction_no_read(moto_backend: None) ->
 def test_snapshot__loaded_item_read_when_a_write_asks(moto_backend: None) -> None:
     """A load keeps its item and reads it at the first write: the values it loaded, whatever the
     instance or the caller's copy of the response hold since."""
-    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes = with_locks(bind_model(Shapes, MOTO))
     shapes(pk="S#1", rev=3, email="a@x.io", code=7).save()
     loaded = shapes.get("S#1", 3)
     response = loaded.update(actions=[shapes.bio.set("x")])
@@ -555,7 +548,7 @@ def test_snapshot__loaded_item_read_when_a_write_asks(moto_backend: None) -> Non
 
 def test_numeric_keys_in_lock_table__lifecycle(moto_backend: None) -> None:
     """Numeric keys, attr_names and a separate lock table: save, load, move, delete."""
-    model = _with_locks(bind_model(NumKeyed, MOTO))
+    model = with_locks(bind_model(NumKeyed, MOTO))
     model(id=7, rev=2, email="n@x.io").save()
     loaded = model.get(7, 2)
     loaded.email = "m@x.io"
@@ -739,7 +732,7 @@ def _sent_update(instance: Any, update: Any, actions: list[Action], condition: A
 def test_update_without_unique_change__sends_pynamodb_request(moto_backend: None, with_condition: bool) -> None:
     """Nested paths, sets, functions and attr_names, with and without the caller's condition: the
     library's UpdateItem equals PynamoDB's ``update()``'s, key order included."""
-    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes = with_locks(bind_model(Shapes, MOTO))
     shapes.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     for i, actions in enumerate(_non_unique_actions(shapes)):
         condition = (shapes.visits.does_not_exist() | (shapes.visits < 100)) if with_condition else None
@@ -752,7 +745,7 @@ def test_update_without_unique_change__sends_pynamodb_request(moto_backend: None
 
 def test_update_without_unique_change__bad_condition__pynamodb_error(moto_backend: None) -> None:
     """A condition that is no Condition gets PynamoDB's ValueError, before any request."""
-    shapes = _with_locks(bind_model(Shapes, MOTO))
+    shapes = with_locks(bind_model(Shapes, MOTO))
     shapes.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     instance = shapes(pk="S#1", rev=3, email="e@x.io")
     errors = []

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from _backends import REGION, Backend, RequestCounter, bind_model, unique_table_name
-from _damage import _context
+from _damage import _context, client
 from _invariant import assert_invariant
+from _scaffold import put_raw, while_on
 from models import Cat, Contact, Defaulted, Dog, JsonConditioned, NullDefaulted, Pet, Tagged
 from pynamodb.attributes import JSONAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -38,7 +39,6 @@ from pynamodb_unique import (
     repair,
     streams,
 )
-from pynamodb_unique._core.keys import LOCK_PREFIX
 from pynamodb_unique._core.plan import Guard, Stored
 from pynamodb_unique._model import snapshot
 from pynamodb_unique._model.context import ModelContext, context_of
@@ -54,21 +54,13 @@ MOTO = Backend("moto", None)
 # --- models ----------------------------------------------------------------------------------
 
 
-def _doc_on(key: str) -> Any:
-    return lambda r: bool(r.doc and r.doc.get(key))
-
-
 class MultiDoc(UniqueMixin, Model):
     """Three partial constraints reading one JSONAttribute: a record misses three locks at once."""
 
     class Meta:
         table_name = "view-multidoc"
         region = "us-east-1"
-        unique_constraints = [
-            UniqueConstraint("a", name="DOC_A", condition=_doc_on("on"), condition_attributes=("doc",)),
-            UniqueConstraint("b", name="DOC_B", condition=_doc_on("on"), condition_attributes=("doc",)),
-            UniqueConstraint("c", name="DOC_C", condition=_doc_on("on"), condition_attributes=("doc",)),
-        ]
+        unique_constraints = [while_on("DOC_A", "a"), while_on("DOC_B", "b"), while_on("DOC_C", "c")]
 
     pk = UnicodeAttribute(hash_key=True)
     a = UnicodeAttribute(null=True)
@@ -78,29 +70,6 @@ class MultiDoc(UniqueMixin, Model):
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _client(model: type[Model]) -> Any:
-    return model._get_connection().connection.client
-
-
-def _put_raw(model: type[Model], item: dict[str, Any]) -> None:
-    """Write an item behind the library's back (another writer)."""
-    _client(model).put_item(TableName=model.Meta.table_name, Item=item)
-
-
-def _lock_items(model: type[Model]) -> list[dict[str, Any]]:
-    items = _client(model).scan(TableName=model.Meta.table_name, ConsistentRead=True)["Items"]
-    return [i for i in items if any(isinstance(v.get("S"), str) and v["S"].startswith(LOCK_PREFIX) for v in i.values())]
-
-
-def _drop_locks(model: type[Model]) -> None:
-    client = _client(model)
-    schema = client.describe_table(TableName=model.Meta.table_name)["Table"]["KeySchema"]
-    for item in _lock_items(model):
-        client.delete_item(
-            TableName=model.Meta.table_name, Key={k["AttributeName"]: item[k["AttributeName"]] for k in schema}
-        )
 
 
 def _insert_event(model: type[Model], item: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +132,7 @@ def test_backfill__workers__stored_texts_read_once_per_record(dynoxide_endpoint:
     (or a per-key future) so concurrent fixes of one record share a read.
     """
     model = bind_model(MultiDoc, Backend("dynoxide", dynoxide_endpoint))
-    _put_raw(model, {"pk": {"S": "r"}, "a": {"S": "a"}, "b": {"S": "b"}, "c": {"S": "c"}, "doc": {"S": '{ "on": 1 }'}})
+    put_raw(model, {"pk": {"S": "r"}, "a": {"S": "a"}, "b": {"S": "b"}, "c": {"S": "c"}, "doc": {"S": '{ "on": 1 }'}})
     report = audit(model)
     assert len(report.problems) == 3
     calls: list[Any] = []
@@ -188,9 +157,9 @@ def test_backfill__workers__stored_texts_read_once_per_record(dynoxide_endpoint:
 def test_repair__record_gone_since_audit__skipped_no_orphan(moto_backend: None) -> None:
     """A record with a JSON text deleted after the audit: stored_texts finds none, its fix is skipped."""
     model = bind_model(MultiDoc, MOTO)
-    _put_raw(model, {"pk": {"S": "g"}, "a": {"S": "a"}, "doc": {"S": '{ "on": 1 }'}})
+    put_raw(model, {"pk": {"S": "g"}, "a": {"S": "a"}, "doc": {"S": '{ "on": 1 }'}})
     report = audit(model)
-    _client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "g"}})
+    client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "g"}})
     done = repair(model, report, apply=True)
     assert [f.outcome for f in done.fixes] == ["skipped"]
     assert_invariant(model)
@@ -200,9 +169,9 @@ def test_migrate__segments__record_gone_since_audit__skipped(moto_backend: None)
     """migrate(segments=2): a deleted record's lock is skipped, the others created; all texts checked as stored."""
     model = bind_model(MultiDoc, MOTO)
     for pk in ("m1", "m2", "m3"):
-        _put_raw(model, {"pk": {"S": pk}, "a": {"S": pk}, "doc": {"S": '{ "on" : 1 }'}})
+        put_raw(model, {"pk": {"S": pk}, "a": {"S": pk}, "doc": {"S": '{ "on" : 1 }'}})
     report = audit(model, segments=2)
-    _client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "m2"}})
+    client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "m2"}})
     done = complete(model, report, apply=True, workers=1)
     outcomes = sorted(f.outcome for f in done.fixes)
     assert outcomes == ["applied", "applied", "skipped"]
@@ -218,7 +187,7 @@ def test_streams__json_record__no_get_item(moto_backend: None) -> None:
     """streams.handle builds its own checks from a BatchGetItem: Fixer's default read=True costs no GetItem."""
     model = bind_model(MultiDoc, MOTO)
     item = {"pk": {"S": "s"}, "a": {"S": "sa"}, "doc": {"S": '{ "on" : 1 }'}}
-    _put_raw(model, item)
+    put_raw(model, item)
     with RequestCounter(model) as counter:
         report = streams.handle(model, _insert_event(model, item))
     assert report.created == 1
@@ -346,7 +315,7 @@ def test_migrate__json_condition_attribute_written_compactly__creates_lock(moto_
     ``'{"active":true}'``: the fix was "skipped" on every run and the migration never completed.
     """
     model = bind_model(JsonFormer, MOTO)
-    _put_raw(model, {"pk": {"S": "m1"}, "email": {"S": "Ann@x.io"}, "meta": {"S": '{"active":true}'}})
+    put_raw(model, {"pk": {"S": "m1"}, "email": {"S": "Ann@x.io"}, "meta": {"S": '{"active":true}'}})
     report = migrate(model, apply=True)
     assert report.missing >= 1
     assert [f.outcome for f in report.fixes] == ["applied"] * report.missing, [f.reason for f in report.fixes]
@@ -443,14 +412,14 @@ def _insert_event_with_view_type(model: Any, record: dict[str, Any]) -> dict[str
 def _lower_stored_by_other_writer(model: Any, *, drop_lock: bool = False) -> None:
     """The library wrote ``a@x.io``; another writer then stored ``A@X.io`` (same case-folded lock)."""
     model(pk="p1", email="a@x.io").save()
-    _client(model).update_item(
+    client(model).update_item(
         TableName=model.Meta.table_name,
         Key={"pk": {"S": "p1"}},
         UpdateExpression="SET email = :e",
         ExpressionAttributeValues={":e": {"S": "A@X.io"}},
     )
     if drop_lock:
-        _client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "UNIQ#EMAIL#a@x.io"}})
+        client(model).delete_item(TableName=model.Meta.table_name, Key={"pk": {"S": "UNIQ#EMAIL#a@x.io"}})
 
 
 def test_set_hook_string__save_after_get__writes(moto_backend: None) -> None:
@@ -492,7 +461,7 @@ def test_set_hook_string__streams_creates_the_missing_lock(moto_backend: None) -
     """
     model: Any = bind_model(Lowered, MOTO)
     _lower_stored_by_other_writer(model, drop_lock=True)
-    record = _client(model).get_item(TableName=model.Meta.table_name, Key={"pk": {"S": "p1"}})["Item"]
+    record = client(model).get_item(TableName=model.Meta.table_name, Key={"pk": {"S": "p1"}})["Item"]
     report = streams.handle(model, _insert_event_with_view_type(model, record))
     assert report.created == 1, report.left
     assert audit(model).clean
@@ -503,7 +472,7 @@ def test_set_hook_string__streams_creates_the_missing_lock(moto_backend: None) -
 
 def _fractional_session(model: Any) -> None:
     model(pk="s1", email="a@x.io", expires=WHOLE).save()
-    _client(model).update_item(
+    client(model).update_item(
         TableName=model.Meta.table_name,
         Key={"pk": {"S": "s1"}},
         UpdateExpression="SET expires = :t",
@@ -565,23 +534,23 @@ def test_fractional_expiry__update_save_delete_and_tools(moto_backend: None) -> 
     assert _owner(model, "c@x.io") == ("s1",)
 
     lock = {"pk": {"S": "UNIQ#EMAIL#c@x.io"}}
-    _client(model).update_item(
+    client(model).update_item(
         TableName=model.Meta.table_name,
         Key={"pk": {"S": "s1"}},
         UpdateExpression="SET expires = :t",
         ExpressionAttributeValues={":t": {"N": FRACTION}},
     )
     for fix in (lambda: repair(model, apply=True), lambda: migrate(model, apply=True)):
-        _client(model).delete_item(TableName=model.Meta.table_name, Key=lock)
+        client(model).delete_item(TableName=model.Meta.table_name, Key=lock)
         with RequestCounter(model) as counter:
             report = fix()
         assert counter.count("TransactWriteItems") == 1, report
         assert audit(model).clean
-    _client(model).delete_item(TableName=model.Meta.table_name, Key=lock)
-    record = _client(model).get_item(TableName=model.Meta.table_name, Key={"pk": {"S": "s1"}})["Item"]
+    client(model).delete_item(TableName=model.Meta.table_name, Key=lock)
+    record = client(model).get_item(TableName=model.Meta.table_name, Key={"pk": {"S": "s1"}})["Item"]
     assert streams.handle(model, _insert_event_with_view_type(model, record)).created == 1
     assert audit(model).clean
-    stored_lock = _client(model).get_item(TableName=model.Meta.table_name, Key=lock)["Item"]
+    stored_lock = client(model).get_item(TableName=model.Meta.table_name, Key=lock)["Item"]
     assert stored_lock["expires"] == {"N": "1924992000"}
 
     loaded = model.get("s1")
@@ -626,7 +595,7 @@ class CallableDefaulted(UniqueMixin, Model):
 
 def _compact_rewrite(model: type[JsonConditioned]) -> None:
     """Another writer rewrites record ``j1`` with the same values, its JSON spelled compactly."""
-    _put_raw(model, {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":true}'}})
+    put_raw(model, {"pk": {"S": "j1"}, "email": {"S": "j@x.io"}, "meta": {"S": '{"active":true}'}})
 
 
 # --- Stored.same_as ignores the stored text the compare-and-swap checks --------------------
@@ -725,7 +694,7 @@ def test_inspect__callable_default_absent__agrees_with_audit(moto_backend: None)
     """
     model = bind_model(CallableDefaulted, MOTO)
     model(pk="c1", email="c@x.io").save()  # flag "on" (made at construction): the lock is taken.
-    _put_raw(model, {"pk": {"S": "c1"}, "email": {"S": "c@x.io"}})  # Rewritten without flag.
+    put_raw(model, {"pk": {"S": "c1"}, "email": {"S": "c@x.io"}})  # Rewritten without flag.
     report = audit(model)
     assert [(p.kind, p.lock_key) for p in report.problems] == [("orphaned", "UNIQ#FLAG_EMAIL#c@x.io")]
     info = inspect(model, email="c@x.io")
