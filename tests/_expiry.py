@@ -1,4 +1,4 @@
-"""Helpers of the expiry tests: raw reads and writes, time made to pass, stream events, races.
+"""Helpers of the expiry tests: raw reads and writes, time made to pass, audits and repairs, stream events.
 
 Time passing is simulated by writing an expiry in the past into a stored item, as DynamoDB's
 clock would reach it; TTL's deletion itself lags and is never relied upon.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from _export import export_tables
 from _invariant import locks_and_records
 from pynamodb.attributes import TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -109,9 +111,11 @@ def epoch_in_days(days: int) -> int:
     return int(time.time()) + days * 86400
 
 
-def put_record(model: type[Any], pk: str, attributes: dict[str, Any]) -> None:
-    """A record another writer stores (raw attributes beside its ``PK``/``SK`` key), without its locks."""
-    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key(pk), **attributes})
+def put_record(model: type[Any], pk: str, attributes: dict[str, Any], sk: str = "PROFILE") -> dict[str, Any]:
+    """A record another writer stores (raw attributes beside its ``PK``/``SK`` key), without its locks: the item."""
+    item = {**record_key(pk, sk), **attributes}
+    client(model).put_item(TableName=model.Meta.table_name, Item=item)
+    return item
 
 
 def set_attribute(model: type[Any], key: dict[str, Any], name: str, value: dict[str, Any] | None) -> None:
@@ -131,6 +135,44 @@ def set_attribute(model: type[Any], key: dict[str, Any], name: str, value: dict[
         ExpressionAttributeNames={"#e": name},
         ExpressionAttributeValues={":e": value},
     )
+
+
+def expired_ttl() -> dict[str, Any]:
+    """A stored expiry an hour past: the record is due, though TTL has not deleted it yet."""
+    return {"N": str(int(time.time()) - 3600)}
+
+
+def expire_record(model: type[Any], pk: str, sk: str = "PROFILE") -> None:
+    """Another writer (or time) moves the record's ``ttl`` into the past; its lock keeps its own expiry."""
+    set_attribute(model, record_key(pk, sk), "ttl", expired_ttl())
+
+
+def save_expired(model: type[Any], pk: str, email: str) -> int:
+    """Save a record expiring in two days, then expire it (its lock keeps the two days): the epoch it was saved with."""
+    epoch = epoch_in_days(2)
+    record = model(pk=pk, email=email, expires=datetime.fromtimestamp(epoch, tz=UTC))
+    record.save()
+    expire_record(model, pk, record.sk)
+    return epoch
+
+
+def audited(model: type[Any], *kinds: str, **options: Any) -> Any:
+    """A fresh audit of ``model`` (``options`` as ``audit`` takes them) finding problems of ``kinds``, in any order."""
+    report = audit(model, **options)
+    assert sorted(p.kind for p in report.problems) == sorted(kinds), report.problems
+    return report
+
+
+def repaired(model: type[Any], report: Any, *outcomes: str) -> None:
+    """Repair ``report``, applied: its fixes end as ``outcomes``, in order (each fix described when not)."""
+    done = repair(model, report, apply=True)
+    assert [f.outcome for f in done.fixes] == list(outcomes), [f.describe() for f in done.fixes]
+
+
+def table_export(model: type[Any], directory: Path) -> Path:
+    """An export of the model's one table (locks in it too), written under ``directory``, as ``audit`` reads it."""
+    exports = export_tables(client(model), [model.Meta.table_name], directory)
+    return next(iter(exports.values()))
 
 
 def fix_outcomes(model: type[Any], run: str) -> list[str]:

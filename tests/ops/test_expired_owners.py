@@ -11,16 +11,28 @@ after an audit, separate lock tables, exports and expired owners of subclasses.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _backends import RequestCounter, unique_table_name
-from _expiry import client, epoch_in_days, put_record, record_key, set_attribute
+from _expiry import (
+    audited,
+    client,
+    epoch_in_days,
+    expire_record,
+    expired_ttl,
+    locks,
+    put_record,
+    record_key,
+    repaired,
+    save_expired,
+    set_attribute,
+    table_export,
+)
 from _export import export_tables
-from _invariant import locks_and_records
 from pynamodb.attributes import (
     BinarySetAttribute,
     DiscriminatorAttribute,
@@ -41,7 +53,6 @@ from pynamodb_unique import (
     audit,
     create_lock_table,
     migrate,
-    repair,
 )
 from pynamodb_unique._core import plan as _plan
 from pynamodb_unique._core.plan import Stored
@@ -50,22 +61,17 @@ from pynamodb_unique._ops.collect import ForeignLock
 from pynamodb_unique._ops.migrate import _Migrator
 from pynamodb_unique._ops.repair import Fixer
 
-
-def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
-    return locks_and_records(model)[0]
-
-
-def _expire(model: type[Any], pk: str) -> None:
-    """Another writer (or time) moves the record's expiry into the past; its lock keeps its own."""
-    set_attribute(model, record_key(pk), "ttl", {"N": str(int(time.time()) - 3600)})
-
-
 # --- models --------------------------------------------------------------------------------------
 
 
-def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> dict[str, Any]:
-    """A family whose untagged base (kind None) has the TTL, inherited by every tagged subclass."""
-    table = unique_table_name("expired-family")
+def _family(
+    host: str, *, kinds: Sequence[str] = ("s0", "s1"), prefix: str = "expired-family", lock_table: str | None = None
+) -> dict[str, Any]:
+    """A family whose untagged base (kind None) has the TTL, inherited by a tagged subclass of each of ``kinds``.
+
+    The classes by name: ``Base``, then each subclass by its kind.
+    """
+    table = unique_table_name(prefix)
 
     class FamilyBase(UniqueMixin, Model):
         class Meta:
@@ -82,8 +88,8 @@ def _family(host: str, *, members: int = 2, lock_table: str | None = None) -> di
     if lock_table is not None:
         FamilyBase.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
     found: dict[str, Any] = {"Base": FamilyBase}
-    for i in range(members):
-        found[f"S{i}"] = type(f"Sub{i}RL", (FamilyBase,), {"__module__": __name__}, discriminator=f"s{i}")
+    for kind in kinds:
+        found[kind] = type(f"Tagged{kind.capitalize()}", (FamilyBase,), {"__module__": __name__}, discriminator=kind)
     FamilyBase.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     if lock_table is not None:
         create_lock_table(FamilyBase)
@@ -121,27 +127,10 @@ def _shared_namespace(host: str) -> tuple[Any, Any]:
     return User, Guest
 
 
-def _session(host: str) -> Any:
-    table = unique_table_name("expired-sessions")
-
-    class Session(UniqueMixin, Model):
-        class Meta:
-            table_name = table
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-        kind = DiscriminatorAttribute()
-        email = UniqueAttribute(UnicodeAttribute(null=True))
-        expires = TTLAttribute(null=True, attr_name="ttl")
-
-    Session.Meta.host = host  # type: ignore[attr-defined]
-
-    class WebSession(Session, discriminator="web"):
-        pass
-
-    Session.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return Session, WebSession
+def _session(host: str) -> tuple[Any, Any]:
+    """A plain expiring model (the base of a family of one subclass, ``web``) and that subclass."""
+    family = _family(host, kinds=("web",), prefix="expired-sessions")
+    return family["Base"], family["web"]
 
 
 def _active(record: Any) -> bool:
@@ -227,12 +216,7 @@ def test_save__map_key_named_bs_changed_by_another_writer__saved_not_condition_f
     model = _bind_regions(dynoxide_endpoint)
     record = model(pk="a", email="a@x.io", regions=MapAttribute(BS="Bahamas"))
     record.save()
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key={"pk": {"S": "a"}},
-        UpdateExpression="SET regions = :r",
-        ExpressionAttributeValues={":r": {"M": {"BS": {"S": "Belize"}}}},
-    )
+    set_attribute(model, {"pk": {"S": "a"}}, "regions", {"M": {"BS": {"S": "Belize"}}})
     record.note = "changed"
     record.save()  # Raises ConditionFailed.
     assert model.get("a").note == "changed"
@@ -310,18 +294,14 @@ def test_repair_shared_namespace__orphaned_lock_of_an_expired_other_model__delet
     DuckDB join too.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
-    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
+    save_expired(guest, "G#1", "g@x.io")
     if how == "export":
-        exports = export_tables(client(user), [user.Meta.table_name], tmp_path)
-        report = audit(user, export=next(iter(exports.values())))
+        report = audited(user, "orphaned", export=table_export(user, tmp_path))
     else:
-        report = audit(user, engine="memory" if how == "scan" else "duckdb")
-    assert [p.kind for p in report.problems] == ["orphaned"]
+        report = audited(user, "orphaned", engine="memory" if how == "scan" else "duckdb")
     assert report.problems[0].models == {("G#1", "GUEST"): guest}
-    done = repair(user, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
-    assert _locks(user) == {}
+    repaired(user, report, "applied")
+    assert locks(user) == {}
 
 
 @pytest.mark.integration
@@ -334,22 +314,16 @@ def test_repair_shared_namespace__other_model_owner_renewed_before_repair__lock_
     user, guest = _shared_namespace(dynoxide_endpoint)
     # One epoch for the save and the renewal: the renewed record's expiry is its lock's to the
     # second, or the audit after repair sees a stale lock (a clock tick between two calls did it).
-    epoch = epoch_in_days(2)
-    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
-    key = record_key("G#1", "GUEST")
-    set_attribute(guest, key, "ttl", {"N": str(int(time.time()) - 3600)})
-    report = audit(user)
-    assert [p.kind for p in report.problems] == ["orphaned"]
-    set_attribute(guest, key, "ttl", {"N": str(epoch)})
-    done = repair(user, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["skipped"], [f.describe() for f in done.fixes]
-    assert len(_locks(user)) == 1
+    epoch = save_expired(guest, "G#1", "g@x.io")
+    report = audited(user, "orphaned")
+    set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(epoch)})
+    repaired(user, report, "skipped")
+    assert len(locks(user)) == 1
     assert audit(user).clean
     # Expired again, a fresh audit's repair deletes the lock.
-    set_attribute(guest, key, "ttl", {"N": str(int(time.time()) - 3600)})
-    done = repair(user, audit(user), apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
-    assert _locks(user) == {}
+    expire_record(guest, "G#1", "GUEST")
+    repaired(user, audit(user), "applied")
+    assert locks(user) == {}
 
 
 @pytest.mark.integration
@@ -360,17 +334,14 @@ def test_repair_shared_namespace__foreign_lock_of_expired_other_model__given_to_
     checked as the audited User it would wait for DynamoDB's TTL to delete the guest.
     """
     user, guest = _shared_namespace(dynoxide_endpoint)
-    guest(pk="G#1", email="g@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    set_attribute(guest, record_key("G#1", "GUEST"), "ttl", {"N": str(int(time.time()) - 3600)})
+    save_expired(guest, "G#1", "g@x.io")
     # Another writer stores a User record holding the value, without its lock.
-    client(user).put_item(TableName=user.Meta.table_name, Item={**record_key("U#1", "USER"), "email": {"S": "g@x.io"}})
-    report = audit(user)
-    assert [p.kind for p in report.problems] == ["foreign"]
+    put_record(user, "U#1", {"email": {"S": "g@x.io"}}, sk="USER")
+    report = audited(user, "foreign")
     assert report.problems[0].models[("G#1", "GUEST")] is guest
-    done = repair(user, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+    repaired(user, report, "applied")
     assert audit(user).clean
-    (lock,) = _locks(user).values()
+    (lock,) = locks(user).values()
     assert lock["uniq_owner_hash"] == {"S": "U#1"}
 
 
@@ -383,59 +354,49 @@ def test_family_repair__shared_ttl_name_and_untagged_base__orphaned_locks_delete
     tagged one are both judged gone.
     """
     fam = _family(dynoxide_endpoint)
-    base, s0 = fam["Base"], fam["S0"]
-    s0(pk="B#1", email="b@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
+    base, s0 = fam["Base"], fam["s0"]
+    save_expired(s0, "B#1", "b@x.io")
     set_attribute(base, record_key("B#1"), "kind", None)  # Untagged: read as the base (kind None).
-    s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire(base, "B#1")
-    _expire(base, "S#1")
-    report = audit(base)
-    assert sorted(p.kind for p in report.problems) == ["orphaned", "orphaned"]
+    save_expired(s0, "S#1", "s@x.io")
+    report = audited(base, "orphaned", "orphaned")
     check = Fixer(base).record_check(report.problems[0], ("B#1", "PROFILE"))
     assert check is not None
     text = check["ConditionExpression"]
     assert text.count("attribute_not_exists") == 5, text  # the hash; each class's "or hash absent"; kind absent
     assert len(check["ExpressionAttributeValues"]) == 5, check  # two kinds, three expiries
-    done = repair(base, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied", "applied"], [f.describe() for f in done.fixes]
-    assert _locks(base) == {}
+    repaired(base, report, "applied", "applied")
+    assert locks(base) == {}
 
 
 @pytest.mark.integration
 def test_family_repair__owner_renewed_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
     """Time skew: the owner is renewed (expiry in the future again) between audit and repair: skipped, lock kept."""
     fam = _family(dynoxide_endpoint)
-    base, s1 = fam["Base"], fam["S1"]
-    s1(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire(base, "S#1")
-    report = audit(base)
-    assert [p.kind for p in report.problems] == ["orphaned"]
+    base, s1 = fam["Base"], fam["s1"]
+    save_expired(s1, "S#1", "s@x.io")
+    report = audited(base, "orphaned")
     set_attribute(base, record_key("S#1"), "ttl", {"N": str(epoch_in_days(2))})
-    done = repair(base, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["skipped"]
-    assert "UNIQ#EMAIL#s@x.io" in _locks(base)
+    repaired(base, report, "skipped")
+    assert "UNIQ#EMAIL#s@x.io" in locks(base)
     # An item of another class now at the key with an expired ttl but no class of the family: kept too.
     set_attribute(base, record_key("S#1"), "kind", {"S": "ghost"})
-    set_attribute(base, record_key("S#1"), "ttl", {"N": str(int(time.time()) - 3600)})
-    done = repair(base, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["skipped"]
+    expire_record(base, "S#1")
+    repaired(base, report, "skipped")
 
 
 @pytest.mark.integration
 def test_family_repair__forty_classes__condition_under_4_kb_applied(dynoxide_endpoint: str) -> None:
     """A family of 40 classes: one clause each, the condition stays under DynamoDB's 4 KB and is applied."""
-    fam = _family(dynoxide_endpoint, members=40)
-    base, last = fam["Base"], fam["S39"]
-    last(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire(base, "S#1")
+    fam = _family(dynoxide_endpoint, kinds=[f"s{i}" for i in range(40)])
+    base, last = fam["Base"], fam["s39"]
+    save_expired(last, "S#1", "s@x.io")
     report = audit(base)
     check = Fixer(base).record_check(report.problems[0], ("S#1", "PROFILE"))
     assert check is not None
     text = check["ConditionExpression"]
     assert len(text) < 4096, len(text)
     assert len(check["ExpressionAttributeValues"]) == 81  # 40 kinds, 41 expiries (the untagged base has one too)
-    done = repair(base, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
+    repaired(base, report, "applied")
 
 
 @pytest.mark.integration
@@ -445,18 +406,13 @@ def test_family_repair__separate_lock_table_and_export__expired_owner_lock_delet
     """A separate lock table, then an export audit: the expired subclass owner's lock deleted both ways."""
     locks_name = unique_table_name("expired-locks")
     fam = _family(dynoxide_endpoint, lock_table=locks_name)
-    base, s0 = fam["Base"], fam["S0"]
-    s0(pk="S#1", email="s@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    s0(pk="S#2", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire(base, "S#1")
-    _expire(base, "S#2")
-    report = audit(base)
-    assert sorted(p.kind for p in report.problems) == ["orphaned", "orphaned"]
+    base, s0 = fam["Base"], fam["s0"]
+    save_expired(s0, "S#1", "s@x.io")
+    save_expired(s0, "S#2", "t@x.io")
+    audited(base, "orphaned", "orphaned")
     exports = export_tables(client(base), [base.Meta.table_name, locks_name], tmp_path)
-    exported = audit(base, export=exports)
-    assert sorted(p.kind for p in exported.problems) == ["orphaned", "orphaned"]
-    done = repair(base, exported, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied", "applied"], [f.describe() for f in done.fixes]
+    exported = audited(base, "orphaned", "orphaned", export=exports)
+    repaired(base, exported, "applied", "applied")
     assert audit(base).clean
 
 
@@ -464,13 +420,9 @@ def test_family_repair__separate_lock_table_and_export__expired_owner_lock_delet
 def test_export_audit__plain_model_expired_owner__lock_deleted(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """A plain expiring model (family = [model]) audited from an export: its expired owner's lock is deleted."""
     model, web = _session(dynoxide_endpoint)
-    web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire(model, "A#1")
-    exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
-    report = audit(model, export=next(iter(exports.values())))
-    assert [p.kind for p in report.problems] == ["orphaned"]
-    done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"]
+    save_expired(web, "A#1", "a@x.io")
+    report = audited(model, "orphaned", export=table_export(model, tmp_path))
+    repaired(model, report, "applied")
 
 
 # --- 2. migrate: the owner's stored class -------------------------------------------------------
@@ -480,7 +432,7 @@ def _foreign(model: Any, web: Any, owner_item: dict[str, Any]) -> None:
     """A lock owned by ``A#1`` (stored as ``owner_item``), held by ``A#2``'s record."""
     epoch = epoch_in_days(2)
     web(pk="A#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
-    client(model).put_item(TableName=model.Meta.table_name, Item={**record_key("A#1"), **owner_item})
+    put_record(model, "A#1", owner_item)
     put_record(model, "A#2", {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.5"}})
 
 
@@ -496,8 +448,7 @@ def test_migrate__foreign_lock_owner_of_an_unknown_class__left_not_raised(dynoxi
     """
     model, web = _session(dynoxide_endpoint)
     _foreign(model, web, {"kind": {"S": "other-family"}, "email": {"S": "a@x.io"}})
-    report = audit(model)
-    assert [p.kind for p in report.problems] == ["foreign"]
+    audited(model, "foreign")
     done = migrate(model, apply=False)
     assert done.conflicts == []
     assert [p.kind for p in done.left] == ["foreign"]
@@ -522,7 +473,7 @@ def test_migrate__owner_expiry_null_or_absent__holds_a_conflict(
         holders=(("A#2", "PROFILE"),),
     )
     assert _Migrator(model).owner_holds(problem)
-    set_attribute(model, record_key("A#1"), "ttl", {"N": str(int(time.time()) - 3600)})
+    expire_record(model, "A#1")
     assert not _Migrator(model).owner_holds(problem)
 
 
@@ -530,11 +481,10 @@ def test_migrate__owner_expiry_null_or_absent__holds_a_conflict(
 def test_migrate__expired_subclass_owner__left_for_repair(dynoxide_endpoint: str) -> None:
     """An owner stored as the subclass, expired by the TTL it inherits: left for repair, which moves the lock."""
     model, web = _session(dynoxide_endpoint)
-    _foreign(model, web, {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": {"N": str(int(time.time()) - 3600)}})
+    _foreign(model, web, {"kind": {"S": "web"}, "email": {"S": "a@x.io"}, "ttl": expired_ttl()})
     done = migrate(model, apply=True)
     assert done.conflicts == []
     assert [p.kind for p in done.left] == ["foreign"]
-    fixed = repair(model, audit(model), apply=True)
-    assert [f.outcome for f in fixed.fixes] == ["applied"]
+    repaired(model, audit(model), "applied")
     with RequestCounter(model):
         assert audit(model).clean
