@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _backends import unique_table_name
 from _export import export_tables
 from _invariant import locks_and_records
-from pynamodb.attributes import TTLAttribute, UnicodeAttribute
+from pynamodb.attributes import DiscriminatorAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from pynamodb_unique import UniqueAttribute, UniqueMixin, audit, backfill, migrate, repair
@@ -182,6 +183,36 @@ def fix_outcomes(model: type[Any], run: str) -> list[str]:
     if run == "repair":
         return [f.outcome for f in repair(model, audit(model), apply=True).fixes]
     return [f.outcome for f in migrate(model, apply=True).fixes]
+
+
+def account_family(prefix: str, *, host: str | None = None, hold: timedelta | None = None) -> dict[str, Any]:
+    """A polymorphic family in a table of its own (named from ``prefix``): only Trial has a TTLAttribute (``ttl``).
+
+    Account (the base, no expiry) and Paid (none either) share the EMAIL namespace with Trial;
+    ``hold`` is the email's release hold, declared on the base.
+    """
+    table = unique_table_name(prefix)
+
+    class Account(UniqueMixin, Model):
+        class Meta:
+            table_name = table
+            region = "us-east-1"
+
+        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
+        kind = DiscriminatorAttribute()
+        email = UniqueAttribute(UnicodeAttribute(null=True), hold=hold)
+
+    Account.Meta.host = host  # type: ignore[attr-defined]
+
+    class Paid(Account, discriminator="paid"):
+        pass
+
+    class Trial(Account, discriminator="trial"):
+        expires = TTLAttribute(null=True, attr_name="ttl")
+
+    Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return {"Account": Account, "Paid": Paid, "Trial": Trial}
 
 
 def in_days(days: int) -> datetime:

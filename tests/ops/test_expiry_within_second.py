@@ -14,7 +14,6 @@ audits and expired owners.
 from __future__ import annotations
 
 import random
-import time
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from pathlib import Path
@@ -27,17 +26,22 @@ from _expiry import (
     DEFAULT_EXPIRY,
     DefaultedSession,
     Session,
+    account_family,
+    audited,
     client,
     epoch_in_days,
     fix_outcomes,
+    lock_item_key,
     locks,
     put_record,
     raw,
     record_key,
+    repaired,
+    save_expired,
     set_attribute,
+    table_export,
 )
-from _export import export_tables
-from _invariant import actual_locks, expected_locks, locks_and_records
+from _invariant import actual_locks, expected_locks
 from pynamodb.attributes import DiscriminatorAttribute, JSONAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
@@ -53,7 +57,6 @@ from pynamodb_unique import (
     bulk_save,
     create_lock_table,
     migrate,
-    repair,
 )
 from pynamodb_unique._core.plan import Guard, Planner, Stored
 from pynamodb_unique._core.seconds import second_bounds
@@ -94,6 +97,64 @@ def _planner(model: type[Any]) -> Planner:
 def _put_raw(model: type[Any], pk: str, email: str, expiry: str) -> None:
     """A record written by another writer: its expiry spelled ``expiry``, no lock."""
     put_record(model, pk, {"email": {"S": email}, "ttl": {"N": expiry}})
+
+
+def _fixed(model: type[Any], run: str, expiry: dict[str, Any]) -> None:
+    """Another writer stores ACCT#1 (``a@x.io``, its ``ttl`` as ``expiry``) without its lock: ``run`` creates it."""
+    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": expiry})
+    assert fix_outcomes(model, run) == ["applied"]
+    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+
+
+def _assert_saved(model: type[Any], email: str) -> None:
+    """ACCT#1 is stored with ``email``, and the table holds exactly the locks its records need."""
+    stored = raw(model, record_key("ACCT#1"))
+    assert stored is not None
+    assert stored["email"] == {"S": email}
+    assert actual_locks(model) == expected_locks(model)
+
+
+def _assert_deleted(model: type[Any]) -> None:
+    """ACCT#1 and its lock are gone."""
+    assert raw(model, record_key("ACCT#1")) is None
+    assert locks(model) == {}
+
+
+def _sent_as_serialized(guard: Guard) -> bool:
+    """Whether ``guard`` has a condition: the text cache (``guard_condition``) sends PynamoDB's serialization of it.
+
+    Without a condition it sends nothing.
+    """
+    condition = guard.condition()
+    if condition is None:
+        assert guard_condition(guard) == {}
+        return False
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    expression = condition.serialize(names, values)
+    sent = guard_condition(guard)
+    assert sent["ConditionExpression"] == expression
+    assert sent.get("ExpressionAttributeValues", {}) == values
+    assert sent["ExpressionAttributeNames"] == {v: k for k, v in names.items()}
+    return True
+
+
+def _loads_as(text: str) -> int:
+    """The whole second PynamoDB's TTLAttribute loads a stored number as (and writes back)."""
+    attribute = Session.expires
+    loaded = attribute.deserialize(text)  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
+    return int(attribute.serialize(loaded))  # type: ignore[no-untyped-call]
+
+
+def _assert_bounds_exact(epoch: int) -> None:
+    """Each bound of the second loads as its second; the number of 38 digits just below it, as the second before."""
+    bounds = second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
+    assert bounds is not None, epoch
+    for bound, second in zip(bounds, (epoch, epoch + 1), strict=True):
+        number = Decimal(bound["N"])
+        assert len(number.as_tuple().digits) <= 38
+        below = Context(prec=80).subtract(number, Decimal(1).scaleb(number.adjusted() - 37))
+        assert (_loads_as(f"{number:f}"), _loads_as(f"{below:f}")) == (second, second - 1), (epoch, bound)
 
 
 # --- the check itself -----------------------------------------------------------------------
@@ -167,10 +228,9 @@ def test_fixes_of_an_expiring_model__read_no_record(moto_backend: None, run: str
 def test_fixes_of_an_expiry_loading_its_own_way__read_the_record(moto_backend: None) -> None:
     """A subclass that loads its own way keeps the read of its stored text."""
     model = bind_model(Pass, Backend("moto", None))
-    item = {**record_key("ACCT#1"), "code": {"S": "c1"}, "ttl": {"N": str(epoch_in_days(1))}}
-    client(model).put_item(TableName=model.Meta.table_name, Item=item)
+    put_record(model, "ACCT#1", {"code": {"S": "c1"}, "ttl": {"N": str(epoch_in_days(1))}})
     with RequestCounter(model) as counter:
-        outcomes = [f.outcome for f in backfill(model).fixes]
+        outcomes = fix_outcomes(model, "backfill")
     assert outcomes == ["applied"]
     assert counter.count("GetItem") == 1, counter.operations
 
@@ -194,11 +254,13 @@ def test_backfill__another_writers_fraction__applied(dynoxide_endpoint: str) -> 
 @pytest.mark.parametrize(
     ("moved_to", "outcome"),
     [
-        (lambda epoch: f"{epoch}.5", "applied"),  # The same second respelled: the same expiry.
-        (lambda epoch: str(epoch + 1), "skipped"),  # The next second: the record changed.
-        (lambda epoch: str(epoch - 1), "skipped"),
+        (lambda epoch: {"N": f"{epoch}.5"}, "applied"),  # The same second respelled: the same expiry.
+        (lambda epoch: {"N": str(epoch + 1)}, "skipped"),  # The next second: the record changed.
+        (lambda epoch: {"N": str(epoch - 1)}, "skipped"),
+        (lambda epoch: {"S": str(epoch)}, "skipped"),  # Plain TTL: re-stored as a string by another writer.
+        (lambda epoch: None, "skipped"),  # Removed: a missing attribute fails ``>=``.
     ],
-    ids=["same-second", "next-second", "previous-second"],
+    ids=["same-second", "next-second", "previous-second", "restored-as-a-string", "removed"],
 )
 def test_repair__expiry_moved_after_the_audit(dynoxide_endpoint: str, moved_to: Any, outcome: str) -> None:
     """The check fails only for another second: a record changed since the audit gets no lock."""
@@ -207,21 +269,14 @@ def test_repair__expiry_moved_after_the_audit(dynoxide_endpoint: str, moved_to: 
     _put_raw(model, "ACCT#1", "a@x.io", str(epoch))
     report = audit(model)
     assert len(report.problems) == 1
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=record_key("ACCT#1"),
-        UpdateExpression="SET #e = :e",
-        ExpressionAttributeNames={"#e": "ttl"},
-        ExpressionAttributeValues={":e": {"N": moved_to(epoch)}},
-    )
+    set_attribute(model, record_key("ACCT#1"), "ttl", moved_to(epoch))
     with RequestCounter(model) as counter:
-        done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == [outcome]
+        repaired(model, report, outcome)
     assert counter.count("GetItem") == 0, counter.operations
-    assert ("UNIQ#EMAIL#a@x.io" in locks(model)) is (outcome == "applied")
+    assert sorted(locks(model)) == (["UNIQ#EMAIL#a@x.io"] if outcome == "applied" else [])
     stored = raw(model, record_key("ACCT#1"))
     assert stored is not None
-    assert stored["ttl"] == {"N": moved_to(epoch)}
+    assert stored.get("ttl") == moved_to(epoch)
 
 
 @pytest.mark.parametrize("epoch", [1_796_400_000, 2_200_000_000, 4_102_444_800, 253_402_300_798])
@@ -231,20 +286,7 @@ def test_second_bounds__exactly_what_pynamodb_loads_as_the_second(epoch: int) ->
     PynamoDB loads through a float, whose spacing grows with the epoch (2**-22 s today, 2**-21 s
     after 2038, about 3e-5 s near year 9999): the limit is where the float's rounding puts it.
     """
-    attribute = Session.expires
-    bounds = second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
-    assert bounds is not None
-
-    def loads_as(number: Decimal) -> int:
-        loaded = attribute.deserialize(f"{number:f}")  # type: ignore[no-untyped-call] # unannotated in PynamoDB.
-        return int(attribute.serialize(loaded))  # type: ignore[no-untyped-call]
-
-    for bound, second in zip(bounds, (epoch, epoch + 1), strict=True):
-        number = Decimal(bound["N"])
-        assert len(number.as_tuple().digits) <= 38
-        just_below = Context(prec=80).subtract(number, Decimal(1).scaleb(number.adjusted() - 37))
-        assert loads_as(number) == second
-        assert loads_as(just_below) == second - 1
+    _assert_bounds_exact(epoch)
 
 
 @pytest.mark.parametrize("epoch", [0, -5, 100, 253_402_300_799])
@@ -306,8 +348,14 @@ class ExpiryKey(UniqueMixin, Model):
     expires = UniqueAttribute(TTLAttribute(null=True, attr_name="ttl"))
 
 
-def _bind(model: type[Any], backend: Backend) -> Any:
-    return bind_model(model, backend, unique_table_name("within-second-" + model.__name__.lower()))
+def _bind(model: type[Any], backend: Backend, **meta: Any) -> Any:
+    """``model`` on a table of its own, created once ``meta`` (more Meta settings) is set."""
+    bound = bind_model(model, backend, unique_table_name("within-second-" + model.__name__.lower()), create=not meta)
+    for name, value in meta.items():
+        setattr(bound.Meta, name, value)
+    if meta:
+        bound.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return bound
 
 
 # --- fixed: a never-expiring record, a fraction loading as the next second, fixed defaults ---------
@@ -328,10 +376,7 @@ def test_save_again__never_expiring_record__saved(moto_backend: None) -> None:
     record.save()
     record.email = "b@x.io"
     record.save()  # OverflowError: date value out of range
-    stored = raw(model, record_key("ACCT#1"))
-    assert stored is not None
-    assert stored["email"] == {"S": "b@x.io"}
-    assert actual_locks(model) == expected_locks(model)
+    _assert_saved(model, "b@x.io")
 
 
 def test_delete_unloaded__never_expiring_record__deleted(moto_backend: None) -> None:
@@ -343,8 +388,7 @@ def test_delete_unloaded__never_expiring_record__deleted(moto_backend: None) -> 
     model = _bind(Session, Backend("moto", None))
     model(pk="ACCT#1", email="a@x.io", expires=NEVER).save()
     model(pk="ACCT#1", email="a@x.io", expires=NEVER).delete()
-    assert raw(model, record_key("ACCT#1")) is None
-    assert locks(model) == {}
+    _assert_deleted(model)
 
 
 @pytest.mark.integration
@@ -355,11 +399,7 @@ def test_backfill__never_expiring_record__fixed(dynoxide_endpoint: str) -> None:
     overflows, so the fix is not applied (or backfill raises). Before the change the record was
     read for its text and the lock created.
     """
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(NEVER_EPOCH)}})
-    done = backfill(model)
-    assert [f.outcome for f in done.fixes] == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+    _fixed(_bind(Session, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"N": str(NEVER_EPOCH)})
 
 
 @pytest.mark.integration
@@ -376,11 +416,7 @@ def test_fix__fraction_that_loads_as_the_next_second__applied(dynoxide_endpoint:
     (applied).
     """
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = epoch_in_days(2)
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
-    outcomes = fix_outcomes(model, run)
-    assert outcomes == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+    _fixed(model, run, {"N": f"{epoch_in_days(2)}.9999996"})
 
 
 @pytest.mark.integration
@@ -393,11 +429,7 @@ def test_backfill__fixed_default_expiry_stored_with_a_fraction__applied(dynoxide
     every run and the record never gets its lock. Before, the text was read (VERBATIM) and the
     lock created.
     """
-    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
-    done = backfill(model)
-    assert [f.outcome for f in done.fixes] == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+    _fixed(_bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"N": f"{DEFAULT_EPOCH}.5"})
 
 
 @pytest.mark.integration
@@ -411,8 +443,7 @@ def test_delete_unloaded__fixed_default_expiry_with_fraction__deleted(dynoxide_e
     model(pk="ACCT#1", email="a@x.io").save()
     set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{DEFAULT_EPOCH}.5"})
     model(pk="ACCT#1", email="a@x.io").delete()
-    assert raw(model, record_key("ACCT#1")) is None
-    assert locks(model) == {}
+    _assert_deleted(model)
 
 
 @pytest.mark.integration
@@ -445,12 +476,7 @@ def test_repair__expiry_loading_its_own_way_via_get_value__applied(dynoxide_endp
     ``{"S": "X"}`` was read and checked as stored (applied). The docstring promises "a subclass
     that serializes or loads its own way is not ranged".
     """
-    model = _bind(Lenient, Backend("dynoxide", dynoxide_endpoint))
-    epoch = epoch_in_days(2)
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"S": str(epoch)}})
-    done = backfill(model)
-    assert [f.outcome for f in done.fixes] == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+    _fixed(_bind(Lenient, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"S": str(epoch_in_days(2))})
 
 
 # --- negative epochs, far-future and null expiries, changes since the audit, bulk_save then save ---
@@ -468,57 +494,19 @@ def test_delete_unloaded__negative_epochs__deleted(dynoxide_endpoint: str, saved
     loaded = model.get("ACCT#1", "PROFILE")
     assert loaded.expires == datetime.fromtimestamp(saved, tz=UTC)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(saved, tz=UTC)).delete()
-    assert raw(model, record_key("ACCT#1")) is None
-    assert locks(model) == {}
+    _assert_deleted(model)
 
 
 @pytest.mark.integration
 def test_backfill__far_future_fraction_below_the_last_second__applied(dynoxide_endpoint: str) -> None:
     """A far-future expiry short of the last second: range check applied."""
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{NEVER_EPOCH - 1}.5"}})
-    done = backfill(model)
-    assert [f.outcome for f in done.fixes] == ["applied"]
+    _fixed(_bind(Session, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"N": f"{NEVER_EPOCH - 1}.5"})
 
 
 @pytest.mark.integration
 def test_backfill__null_expiry__applied_as_absent(dynoxide_endpoint: str) -> None:
     """A NULL expiry loads as absent: the check is absent-or-NULL, applied."""
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"NULL": True}})
-    done = backfill(model)
-    assert [f.outcome for f in done.fixes] == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
-
-
-@pytest.mark.integration
-def test_repair__expiry_restored_as_a_string_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
-    """Plain TTL: a record whose expiry another writer re-stored as a string after the audit is skipped."""
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = epoch_in_days(2)
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
-    report = audit(model)
-    set_attribute(model, record_key("ACCT#1"), "ttl", {"S": str(epoch)})
-    done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["skipped"]
-    assert locks(model) == {}
-
-
-@pytest.mark.integration
-def test_repair__expiry_removed_after_the_audit__skipped(dynoxide_endpoint: str) -> None:
-    """A missing attribute fails ``>=``: a record whose expiry was removed after the audit is skipped."""
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    epoch = epoch_in_days(2)
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": str(epoch)}})
-    report = audit(model)
-    client(model).update_item(
-        TableName=model.Meta.table_name,
-        Key=record_key("ACCT#1"),
-        UpdateExpression="REMOVE #e",
-        ExpressionAttributeNames={"#e": "ttl"},
-    )
-    done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["skipped"]
+    _fixed(_bind(Session, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"NULL": True})
 
 
 @pytest.mark.integration
@@ -553,14 +541,7 @@ def test_guard_text_cache__range_absent_verbatim__as_pynamodb_serializes(moto_ba
     ]
     for gone_ok in (False, True):
         for stored in shapes * 2:
-            guard = Guard(planner, stored, gone_ok=gone_ok)
-            condition = guard.condition()
-            assert condition is not None
-            values: dict[str, Any] = {}
-            expression = condition.serialize({}, values)
-            sent = guard_condition(guard)
-            assert sent["ConditionExpression"] == expression
-            assert sent.get("ExpressionAttributeValues", {}) == values
+            assert _sent_as_serialized(Guard(planner, stored, gone_ok=gone_ok))
 
 
 def test_bulk_save__then_save__ordinary_expiry_saved(moto_backend: None) -> None:
@@ -579,41 +560,12 @@ def test_bulk_save__then_save__ordinary_expiry_saved(moto_backend: None) -> None
 # --- Families, separate lock tables, former forms, exports, expired owners --------------------
 
 
-def _locks(model: type[Any]) -> dict[str, dict[str, Any]]:
-    return locks_and_records(model)[0]
-
-
-def _lock_key(lock: str) -> dict[str, Any]:
-    return {"PK": {"S": lock}, "SK": {"S": "LOCK"}}
-
-
 # --- models ----------------------------------------------------------------------------------
 
 
-def _family(host: str | None) -> dict[str, Any]:
-    """A polymorphic family in one table: only FamilyTrial has a TTLAttribute."""
-    table = unique_table_name("within-second-accounts")
-
-    class FamilyAccount(UniqueMixin, Model):
-        class Meta:
-            table_name = table
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-        kind = DiscriminatorAttribute()
-        email = UniqueAttribute(UnicodeAttribute(null=True))
-
-    FamilyAccount.Meta.host = host  # type: ignore[attr-defined]
-
-    class FamilyPaid(FamilyAccount, discriminator="paid"):
-        pass
-
-    class FamilyTrial(FamilyAccount, discriminator="trial"):
-        expires = TTLAttribute(null=True, attr_name="ttl")
-
-    FamilyAccount.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return {"Account": FamilyAccount, "Paid": FamilyPaid, "Trial": FamilyTrial}
+def _family(host: str) -> dict[str, Any]:
+    """A polymorphic family in one table on ``host``: only Trial has a TTLAttribute."""
+    return account_family("within-second-accounts", host=host)
 
 
 class Profile(UniqueMixin, Model):
@@ -650,20 +602,6 @@ class Migrating(UniqueMixin, Model):
     expires = TTLAttribute(null=True, attr_name="ttl")
 
 
-def _bind_on_dynoxide(model: type[Any], endpoint: str, **meta: Any) -> Any:
-    bound = bind_model(
-        model,
-        Backend("dynoxide", endpoint),
-        unique_table_name("within-second-" + model.__name__.lower()),
-        create=not meta,
-    )
-    for name, value in meta.items():
-        setattr(bound.Meta, name, value)
-    if meta:
-        bound.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return bound
-
-
 # --- polymorphic families --------------------------------------------------------------------
 
 
@@ -690,17 +628,14 @@ def test_family_repair__stale_and_foreign_locks__fixed(dynoxide_endpoint: str) -
     epoch = epoch_in_days(2)
     trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
     set_attribute(account, record_key("T#1"), "ttl", {"N": f"{epoch}.25"})
-    set_attribute(account, _lock_key("UNIQ#EMAIL#t@x.io"), "ttl", {"N": str(epoch + 100)})
+    set_attribute(account, lock_item_key("UNIQ#EMAIL#t@x.io"), "ttl", {"N": str(epoch + 100)})
     paid(pk="P#1", email="q@x.io").save()
     # Trial T#2 holds q2, whose lock names P#1 (which holds q@x.io).
     put_record(account, "T#2", {"kind": {"S": "trial"}, "email": {"S": "q2@x.io"}, "ttl": {"N": f"{epoch}.75"}})
-    lock = dict(_locks(account)["UNIQ#EMAIL#q@x.io"])
+    lock = dict(locks(account)["UNIQ#EMAIL#q@x.io"])
     lock["PK"] = {"S": "UNIQ#EMAIL#q2@x.io"}
     client(account).put_item(TableName=account.Meta.table_name, Item=lock)
-    report = audit(account)
-    assert sorted(p.kind for p in report.problems) == ["foreign", "stale"]
-    done = repair(account, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied", "applied"], [f.describe() for f in done.fixes]
+    repaired(account, audited(account, "foreign", "stale"), "applied", "applied")
     assert audit(account).clean
 
 
@@ -711,7 +646,7 @@ def test_family_repair__stale_and_foreign_locks__fixed(dynoxide_endpoint: str) -
 @pytest.mark.parametrize("run", ["backfill", "repair", "migrate"])
 def test_fix__json_text_read__expiry_ranged(dynoxide_endpoint: str, run: str) -> None:
     """Another writer's JSON spacing and expiry fraction: one GetItem (the JSON's text), the expiry ranged."""
-    model = _bind_on_dynoxide(Profile, dynoxide_endpoint)
+    model = _bind(Profile, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
     put_record(
         model, "ACCT#1", {"email": {"S": "a@x.io"}, "meta": {"S": '{"active":  true}'}, "ttl": {"N": f"{epoch}.5"}}
@@ -730,7 +665,7 @@ def test_fix__json_text_read__expiry_ranged(dynoxide_endpoint: str, run: str) ->
 def test_backfill__separate_lock_table__record_check_ranged(dynoxide_endpoint: str) -> None:
     """A separate lock table: the record check (record table) is ranged, the lock goes to the lock table."""
     locks_name = unique_table_name("within-second-locks")
-    model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_lock_table=locks_name)
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint), unique_lock_table=locks_name)
     create_lock_table(model)
     epoch = epoch_in_days(2)
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
@@ -742,14 +677,14 @@ def test_backfill__separate_lock_table__record_check_ranged(dynoxide_endpoint: s
 @pytest.mark.integration
 def test_migrate__former_form_and_fraction__new_lock(dynoxide_endpoint: str) -> None:
     """Migrate to a casefolded form: a record with the former-form lock and an expiry fraction gets the new lock."""
-    model = _bind_on_dynoxide(Migrating, dynoxide_endpoint)
+    model = _bind(Migrating, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
     former = "UNIQ#EMAIL#Ada@X.io"
     put_record(model, "ACCT#1", {"email": {"S": "Ada@X.io"}, "ttl": {"N": f"{epoch}.5"}})
     done = migrate(model, apply=True)
     assert [f.outcome for f in done.fixes] == ["applied"]
-    assert "UNIQ#EMAIL#ada@x.io" in _locks(model)
-    assert former not in _locks(model)  # The former form's lock was never there: only the current one is created.
+    assert "UNIQ#EMAIL#ada@x.io" in locks(model)
+    assert former not in locks(model)  # The former form's lock was never there: only the current one is created.
 
 
 # --- export audit then repair -----------------------------------------------------------------
@@ -758,36 +693,25 @@ def test_migrate__former_form_and_fraction__new_lock(dynoxide_endpoint: str) -> 
 @pytest.mark.integration
 def test_export_audit__then_repair_of_a_fraction__applied(dynoxide_endpoint: str, tmp_path: Path) -> None:
     """An export audit's values (pickled through DuckDB) build the same ranged check: applied."""
-    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     epoch = epoch_in_days(2)
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.9999996"}})
-    exports = export_tables(client(model), [model.Meta.table_name], tmp_path)
-    report = audit(model, export=next(iter(exports.values())))
+    _put_raw(model, "ACCT#1", "a@x.io", f"{epoch}.9999996")
+    report = audit(model, export=table_export(model, tmp_path))
     with RequestCounter(model) as counter:
-        done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"]
+        repaired(model, report, "applied")
     assert counter.count("GetItem") == 0
 
 
 # --- expired owners -----------------------------------------------------------------------------
 
 
-def _expire_record_keep_lock(model: type[Any], pk: str) -> None:
-    """Another writer moves the record's expiry into the past; its lock keeps its own (later) expiry."""
-    set_attribute(model, record_key(pk), "ttl", {"N": str(int(time.time()) - 3600)})
-
-
 @pytest.mark.integration
 def test_repair__orphaned_lock_of_an_expired_record__deleted(dynoxide_endpoint: str) -> None:
     """Plain model: the owner expired (not yet deleted by TTL): its live lock is orphaned, and deleted."""
-    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
-    model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire_record_keep_lock(model, "ACCT#1")
-    report = audit(model)
-    assert [p.kind for p in report.problems] == ["orphaned"]
-    done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"]
-    assert _locks(model) == {}
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
+    save_expired(model, "ACCT#1", "a@x.io")
+    repaired(model, audited(model, "orphaned"), "applied")
+    assert locks(model) == {}
 
 
 @pytest.mark.integration
@@ -804,26 +728,17 @@ def test_repair_family__orphaned_lock_of_an_expired_ttl_class_record__deleted(dy
     """
     family = _family(dynoxide_endpoint)
     account, trial = family["Account"], family["Trial"]
-    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire_record_keep_lock(account, "T#1")
-    report = audit(account)
-    assert [p.kind for p in report.problems] == ["orphaned"]
-    done = repair(account, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"], [f.describe() for f in done.fixes]
-    assert _locks(account) == {}
+    save_expired(trial, "T#1", "t@x.io")
+    repaired(account, audited(account, "orphaned"), "applied")
+    assert locks(account) == {}
 
 
 @pytest.mark.integration
 def test_family_repair__audited_from_the_ttl_class__orphaned_lock_deleted(dynoxide_endpoint: str) -> None:
     """The same lock, audited and repaired from Trial itself: deleted."""
-    family = _family(dynoxide_endpoint)
-    account, trial = family["Account"], family["Trial"]
-    trial(pk="T#1", email="t@x.io", expires=datetime.fromtimestamp(epoch_in_days(2), tz=UTC)).save()
-    _expire_record_keep_lock(account, "T#1")
-    report = audit(trial)
-    assert [p.kind for p in report.problems] == ["orphaned"]
-    done = repair(trial, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"]
+    trial = _family(dynoxide_endpoint)["Trial"]
+    save_expired(trial, "T#1", "t@x.io")
+    repaired(trial, audited(trial, "orphaned"), "applied")
 
 
 @pytest.mark.integration
@@ -836,18 +751,14 @@ def test_migrate__foreign_lock_of_an_expired_owner__left_for_repair(dynoxide_end
     before it was written", for a person to decide, instead of being left for repair, which moves it
     (its check of the owner accepts an expired record).
     """
-    model = _bind_on_dynoxide(Session, dynoxide_endpoint)
-    epoch = epoch_in_days(2)
-    model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
-    _expire_record_keep_lock(model, "ACCT#1")
-    put_record(model, "ACCT#2", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{epoch}.5"}})
-    report = audit(model)
-    assert [p.kind for p in report.problems] == ["foreign"]
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
+    epoch = save_expired(model, "ACCT#1", "a@x.io")
+    _put_raw(model, "ACCT#2", "a@x.io", f"{epoch}.5")
+    audited(model, "foreign")
     done = migrate(model, apply=True)
     assert done.conflicts == []
     assert [p.kind for p in done.left] == ["foreign"]
-    fixed = repair(model, audit(model), apply=True)
-    assert [f.outcome for f in fixed.fixes] == ["applied"]
+    repaired(model, audit(model), "applied")
 
 
 # --- Meta.unique_ttl_attribute, a fixed default stored as NULL -------------------------------
@@ -859,32 +770,30 @@ def test_fixed_default_expiry__null_absent_or_fraction__passes(
     dynoxide_endpoint: str, stored: dict[str, Any] | None
 ) -> None:
     """DEFAULT_RANGE: NULL, absent or a fraction of the default's second all pass; the lock carries the default."""
-    model = _bind_on_dynoxide(DefaultedSession, dynoxide_endpoint)
+    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
     put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, **({"ttl": stored} if stored is not None else {})})
     with RequestCounter(model) as counter:
         done = backfill(model)
     assert [f.outcome for f in done.fixes] == ["applied"]
     assert counter.count("GetItem") == 0
-    assert _locks(model)["UNIQ#EMAIL#a@x.io"]["ttl"] == {"N": "4102444800"}
+    assert locks(model)["UNIQ#EMAIL#a@x.io"]["ttl"] == {"N": "4102444800"}
     assert audit(model).clean
 
 
 @pytest.mark.integration
 def test_meta_unique_ttl_attribute__stale_lock__renewed_ranged(dynoxide_endpoint: str) -> None:
     """Locks expiring under Meta.unique_ttl_attribute (not the record's ``ttl``): a stale lock is renewed, ranged."""
-    model = _bind_on_dynoxide(Session, dynoxide_endpoint, unique_ttl_attribute="lock_ttl")
+    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint), unique_ttl_attribute="lock_ttl")
     epoch = epoch_in_days(2)
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(epoch, tz=UTC)).save()
-    lock = _locks(model)["UNIQ#EMAIL#a@x.io"]
+    lock = locks(model)["UNIQ#EMAIL#a@x.io"]
     assert lock["lock_ttl"] == {"N": str(epoch)}
     set_attribute(model, record_key("ACCT#1"), "ttl", {"N": f"{epoch + 60}.5"})
-    report = audit(model)
-    assert [p.kind for p in report.problems] == ["stale"]
+    report = audited(model, "stale")
     with RequestCounter(model) as counter:
-        done = repair(model, report, apply=True)
-    assert [f.outcome for f in done.fixes] == ["applied"]
+        repaired(model, report, "applied")
     assert counter.count("GetItem") == 0
-    assert _locks(model)["UNIQ#EMAIL#a@x.io"]["lock_ttl"] == {"N": str(epoch + 60)}
+    assert locks(model)["UNIQ#EMAIL#a@x.io"]["lock_ttl"] == {"N": str(epoch + 60)}
     assert audit(model).clean
 
 
@@ -951,43 +860,22 @@ def test_guard_text_cache__fuzzed_across_a_family__as_guard_condition() -> None:
             ranged=rnd.random() < 0.5,
             source=rnd.choice([None, *planners]),
         )
-        guard = Guard(planner, stored, gone_ok=rnd.random() < 0.3)
-        condition = guard.condition()
-        if condition is None:
-            assert guard_condition(guard) == {}
-            continue
-        names: dict[str, str] = {}
-        serialized: dict[str, Any] = {}
-        expression = condition.serialize(names, serialized)
-        sent = guard_condition(guard)
-        assert sent["ConditionExpression"] == expression
-        assert sent.get("ExpressionAttributeValues", {}) == serialized
-        assert sent["ExpressionAttributeNames"] == {v: k for k, v in names.items()}
+        _sent_as_serialized(Guard(planner, stored, gone_ok=rnd.random() < 0.3))
 
 
 def test_second_bounds__swept_across_epochs__what_pynamodb_loads() -> None:
     """Bounds over 5000 seconds from 1906 to 9999, near 1970 and at each power of two (where a double's
     spacing halves below the bound): each bound loads as its second, the 38-digit number below it as
     the second before; None only within 2**22 s (48.5 days) of 1970."""
-    attribute = TTLAttribute()
-
-    def loads_as(number: Decimal) -> int:
-        return int(attribute.serialize(attribute.deserialize(f"{number:f}")))  # type: ignore[no-untyped-call]
-
     rnd = random.Random(7)
     epochs = [rnd.randint(-2_000_000_000, 253_402_300_797) for _ in range(3000)]
     epochs += [rnd.randint(-60_000_000, 60_000_000) for _ in range(2000)]
     epochs += [sign * 2**k + d for k in range(21, 38) for d in (-1, 0, 1) for sign in (1, -1) if sign * 2**k > -(2**31)]
     for epoch in epochs:
-        bounds = second_bounds(datetime.fromtimestamp(epoch, tz=UTC))
-        if bounds is None:
+        if second_bounds(datetime.fromtimestamp(epoch, tz=UTC)) is None:
             assert abs(epoch) <= 2**22, epoch
             continue
-        for bound, second in zip(bounds, (epoch, epoch + 1), strict=True):
-            number = Decimal(bound["N"])
-            assert len(number.as_tuple().digits) <= 38
-            below = Context(prec=80).subtract(number, Decimal(1).scaleb(number.adjusted() - 37))
-            assert (loads_as(number), loads_as(below)) == (second, second - 1), (epoch, bound)
+        _assert_bounds_exact(epoch)
 
 
 # --- Where the float load puts a second's limit; an instance's own check ----------------------
@@ -995,13 +883,6 @@ def test_second_bounds__swept_across_epochs__what_pynamodb_loads() -> None:
 
 #: An expiry after 2038-01-19 (past 2**31 seconds): a float there has 2**-21 s steps.
 AFTER_2038 = 2_200_000_000
-
-
-def _loads_as(text: str) -> int:
-    """The whole second PynamoDB's TTLAttribute loads a stored number as (and writes back)."""
-    attribute = Session.expires
-    loaded = attribute.deserialize(text)  # type: ignore[no-untyped-call]
-    return int(attribute.serialize(loaded))  # type: ignore[no-untyped-call]
 
 
 def _near_second(second: int, fraction: str) -> tuple[int, str]:
@@ -1045,10 +926,7 @@ def test_save_again__other_writer_respelled_same_second__saved(
     assert model.get("ACCT#1", "PROFILE").expires == record.expires  # PynamoDB: unchanged.
     record.email = "b@x.io"
     record.save()
-    stored = raw(model, record_key("ACCT#1"))
-    assert stored is not None
-    assert stored["email"] == {"S": "b@x.io"}
-    assert actual_locks(model) == expected_locks(model)
+    _assert_saved(model, "b@x.io")
 
 
 @pytest.mark.integration
@@ -1066,8 +944,7 @@ def test_delete_unloaded__same_second_respelled__deleted(dynoxide_endpoint: str,
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(loaded_as, tz=UTC)).save()
     set_attribute(model, record_key("ACCT#1"), "ttl", {"N": text})
     model(pk="ACCT#1", email="a@x.io", expires=datetime.fromtimestamp(loaded_as, tz=UTC)).delete()
-    assert raw(model, record_key("ACCT#1")) is None
-    assert locks(model) == {}
+    _assert_deleted(model)
 
 
 @pytest.mark.integration
@@ -1087,10 +964,15 @@ def test_fix__number_the_float_load_rounds_up__applied(
     model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     loaded_as, text = _near_second(second(), fraction)
     assert loaded_as == second() + 1
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": text}})
-    outcomes = fix_outcomes(model, run)
-    assert outcomes == ["applied"]
-    assert "UNIQ#EMAIL#a@x.io" in locks(model)
+    _fixed(model, run, {"N": text})
+
+
+def _loaded_with_default_text(endpoint: str) -> tuple[Any, Any]:
+    """A DefaultedSession another writer stored with its default's second as ``D.5``, given its lock, and loaded."""
+    model = _bind(DefaultedSession, Backend("dynoxide", endpoint))
+    _put_raw(model, "ACCT#1", "a@x.io", f"{DEFAULT_EPOCH}.5")
+    backfill(model)
+    return model, model.get("ACCT#1", "PROFILE")
 
 
 @pytest.mark.integration
@@ -1106,18 +988,12 @@ def test_save_loaded__default_expiry_text_removed__saved(dynoxide_endpoint: str,
     every retry by the caller fails the same way until it reloads. Before the change the texts
     differed and the save re-planned and succeeded.
     """
-    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
-    backfill(model)
-    record = model.get("ACCT#1", "PROFILE")
+    model, record = _loaded_with_default_text(dynoxide_endpoint)
     assert record.expires == DEFAULT_EXPIRY
     set_attribute(model, record_key("ACCT#1"), "ttl", None if how == "removed" else {"NULL": True})
     record.email = "b@x.io"
     record.save()
-    stored = raw(model, record_key("ACCT#1"))
-    assert stored is not None
-    assert stored["email"] == {"S": "b@x.io"}
-    assert actual_locks(model) == expected_locks(model)
+    _assert_saved(model, "b@x.io")
 
 
 @pytest.mark.integration
@@ -1128,10 +1004,7 @@ def test_transact_write__default_expiry_text_removed__stale_write(dynoxide_endpo
     removed. ``_record_problem`` asks same_as, which says "the same", so the record's failure is
     taken for the caller's condition (there is none): the caller cannot tell it must reload.
     """
-    model = _bind(DefaultedSession, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{DEFAULT_EPOCH}.5"}})
-    backfill(model)
-    record = model.get("ACCT#1", "PROFILE")
+    model, record = _loaded_with_default_text(dynoxide_endpoint)
     set_attribute(model, record_key("ACCT#1"), "ttl", None)
     record.email = "b@x.io"
     connection = model._get_connection().connection
@@ -1174,16 +1047,7 @@ def test_guard_text_cache__default_gone_ok_verbatim__as_guard_condition() -> Non
     ]
     for gone_ok in (False, True):
         for stored in shapes * 2:
-            guard = Guard(planner, stored, gone_ok=gone_ok)
-            condition = guard.condition()
-            if condition is None:
-                assert guard_condition(guard) == {}
-                continue
-            values: dict[str, Any] = {}
-            expression = condition.serialize({}, values)
-            sent = guard_condition(guard)
-            assert sent["ConditionExpression"] == expression
-            assert sent.get("ExpressionAttributeValues", {}) == values
+            _sent_as_serialized(Guard(planner, stored, gone_ok=gone_ok))
 
 
 @pytest.mark.integration
@@ -1192,9 +1056,7 @@ def test_seven_decimals__before_2038__load_as_the_range_says(dynoxide_endpoint: 
     second = epoch_in_days(2)
     assert _loads_as(f"{second}.9999994") == second
     assert _loads_as(f"{second}.9999995") == second + 1
-    model = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
-    put_record(model, "ACCT#1", {"email": {"S": "a@x.io"}, "ttl": {"N": f"{second}.9999995"}})
-    assert [f.outcome for f in backfill(model).fixes] == ["applied"]
+    _fixed(_bind(Session, Backend("dynoxide", dynoxide_endpoint)), "backfill", {"N": f"{second}.9999995"})
 
 
 def test_same_second_respelled__replanned_without_a_read(moto_backend: None) -> None:
@@ -1211,4 +1073,4 @@ def test_same_second_respelled__replanned_without_a_read(moto_backend: None) -> 
     with RequestCounter(model) as counter:
         record.save()
     assert counter.operations == ["TransactWriteItems", "TransactWriteItems"]
-    assert actual_locks(model) == expected_locks(model)
+    _assert_saved(model, "b@x.io")
