@@ -17,14 +17,13 @@ from typing import Any
 import pytest
 from _backends import Backend, RequestCounter, bind_model, unique_table_name
 from _backends import race as _race
-from _expiry import HOLD, Member, Session, stream_record
+from _expiry import HOLD, Member, Session, account_family, put_record, set_attribute
 from _expiry import client as _client
 from _expiry import in_days as _in
 from _expiry import lock_item_key as _lock_key
 from _expiry import locks as _locks
 from _expiry import raw as _raw
 from _expiry import record_key as _record_key
-from _expiry import set_expiry as _set
 from _expiry import set_expiry as _set_expiry
 from _expiry import stream_record as _stream_record
 from pynamodb.attributes import DiscriminatorAttribute, TTLAttribute, UnicodeAttribute
@@ -67,6 +66,24 @@ def _bind(model: type[Any], backend: Backend) -> Any:
     bound = bind_model(model, backend)
     bound.describe_table()  # The shared botocore client exists before any thread uses it.
     return bound
+
+
+def _expire(model: type[Any], pk: str, lock: str = EMAIL) -> int:
+    """Time passes: the record and its lock are due (TTL has not deleted them yet): the epoch now past."""
+    past = int(time.time()) - 60
+    _set_expiry(model, _record_key(pk), "ttl", past)
+    _set_expiry(model, _lock_key(lock), "ttl", past)
+    return past
+
+
+def _end_hold(model: type[Any], name: str = LOCK_EXPIRES) -> None:
+    """Time passes: EMAIL's hold, its end under ``name``, ended a second ago."""
+    _set_expiry(model, _lock_key(EMAIL), name, int(time.time()) - 1)
+
+
+def _event(model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """A Streams event of one record."""
+    return {"Records": [_stream_record(model, name, old, new)]}
 
 
 # --- TTL-aware locks -------------------------------------------------------------------------
@@ -134,10 +151,7 @@ def test_ttl__expired_owner_value_taken(sessions: type[Session]) -> None:
     with pytest.raises(UniqueViolation) as caught:
         sessions(pk="S#2", email="ada@lovelace.io").save()
     assert caught.value.violations[0].held_until is None
-    # Time passes: the record and its lock are due (TTL has not deleted them yet).
-    past = int(time.time()) - 60
-    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
-    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    _expire(sessions, "S#1")  # Time passes: the record and its lock are due (TTL has not deleted them yet).
     taker = sessions(pk="S#2", email="ada@lovelace.io")
     with RequestCounter(sessions) as counter:
         taker.save()
@@ -152,9 +166,7 @@ def test_ttl__expired_owner_cannot_come_back_to_a_taken_value(sessions: type[Ses
     """The expired record renewing its expiry learns its value was taken: UniqueViolation."""
     old = sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1))
     old.save()
-    past = int(time.time()) - 60
-    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
-    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    _expire(sessions, "S#1")
     sessions(pk="S#2", email="ada@lovelace.io").save()
     old.refresh()
     old.expires = _in(2)
@@ -178,9 +190,7 @@ def test_ttl__race_of_two_takers_of_an_expired_value(dynoxide_endpoint: str) -> 
     """Two records take an expired owner's value at once: exactly one wins."""
     model: type[Session] = _bind(Session, Backend("dynoxide", dynoxide_endpoint))
     model(pk="S#0", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set_expiry(model, _record_key("S#0"), "ttl", past)
-    _set_expiry(model, _lock_key(EMAIL), "ttl", past)
+    _expire(model, "S#0")
     outcomes = _race([model(pk=f"S#{i}", email="ada@lovelace.io").save for i in (1, 2)])
     winners = [o for o in outcomes if not isinstance(o, BaseException)]
     losers = [o for o in outcomes if isinstance(o, UniqueViolation)]
@@ -218,6 +228,15 @@ def _held_until(lock: dict[str, Any]) -> int:
     return int(lock[LOCK_EXPIRES]["N"])
 
 
+def _changed_email(members: type[Member]) -> Member:
+    """M#1 saved with EMAIL's value, then changed to OTHER's: EMAIL's value is held for it."""
+    ada = members(pk="M#1", email="ada@lovelace.io")
+    ada.save()
+    ada.email = "ada@babbage.io"
+    ada.save()
+    return ada
+
+
 def test_hold__delete_turns_the_lock_into_a_hold(members: type[Member]) -> None:
     """Deleting keeps the value reserved for 30 days, in the same one transaction."""
     ada = members(pk="M#1", email="ada@lovelace.io")
@@ -233,10 +252,7 @@ def test_hold__delete_turns_the_lock_into_a_hold(members: type[Member]) -> None:
 
 
 def test_hold__others_refused_with_held_until(members: type[Member]) -> None:
-    ada = members(pk="M#1", email="ada@lovelace.io")
-    ada.save()
-    ada.email = "ada@babbage.io"
-    ada.save()
+    _changed_email(members)
     until = _held_until(_locks(members)[EMAIL])
     with pytest.raises(UniqueViolation) as caught:
         members(pk="M#2", email="ada@lovelace.io").save()
@@ -252,10 +268,7 @@ def test_hold__others_refused_with_held_until(members: type[Member]) -> None:
 
 
 def test_hold__former_owner_takes_it_back_and_it_no_longer_expires(members: type[Member]) -> None:
-    ada = members(pk="M#1", email="ada@lovelace.io")
-    ada.save()
-    ada.email = "ada@babbage.io"
-    ada.save()
+    ada = _changed_email(members)
     ada.email = "ada@lovelace.io"
     ada.save()
     locks = _locks(members)
@@ -271,7 +284,7 @@ def test_hold__former_owner_takes_it_back_and_it_no_longer_expires(members: type
 def test_hold__after_expiry_anyone_takes_it(members: type[Member]) -> None:
     members(pk="M#1", email="ada@lovelace.io").save()
     members.get("M#1", "PROFILE").delete()
-    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    _end_hold(members)
     assert members.unique_owner(email="ada@lovelace.io") is None
     with RequestCounter(members) as counter:
         members(pk="M#2", email="ada@lovelace.io").save()
@@ -296,7 +309,7 @@ def test_hold__race_after_expiry_one_wins(dynoxide_endpoint: str) -> None:
     model: type[Member] = _bind(Member, Backend("dynoxide", dynoxide_endpoint))
     model(pk="M#0", email="ada@lovelace.io").save()
     model.get("M#0", "PROFILE").delete()
-    _set_expiry(model, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    _end_hold(model)
     outcomes = _race([model(pk=f"M#{i}", email="ada@lovelace.io").save for i in (1, 2)])
     assert sum(isinstance(o, UniqueViolation) for o in outcomes) == 1, outcomes
     assert sum(not isinstance(o, BaseException) for o in outcomes) == 1, outcomes
@@ -307,10 +320,7 @@ def test_hold__race_after_expiry_one_wins(dynoxide_endpoint: str) -> None:
 def test_hold__race_owner_retakes_while_another_tries(dynoxide_endpoint: str) -> None:
     """During the hold, the former owner and a stranger race: the owner always wins."""
     model: type[Member] = _bind(Member, Backend("dynoxide", dynoxide_endpoint))
-    ada = model(pk="M#1", email="ada@lovelace.io")
-    ada.save()
-    ada.email = "ada@babbage.io"
-    ada.save()
+    ada = _changed_email(model)
     ada.email = "ada@lovelace.io"
     outcomes = _race([ada.save, model(pk="M#2", email="ada@lovelace.io").save])
     assert not isinstance(outcomes[0], BaseException), outcomes
@@ -330,7 +340,7 @@ def test_streams__the_librarys_own_hold_is_left_alone(members: type[Member]) -> 
     ada.save()
     new = _raw(members, _record_key("M#1"))
     with RequestCounter(members) as counter:
-        report = streams.handle(members, {"Records": [_stream_record(members, "MODIFY", old, new)]})
+        report = streams.handle(members, _event(members, "MODIFY", old, new))
     assert (report.released, report.created, report.left) == (0, 0, ())
     assert counter.count("TransactWriteItems") == 0
     assert _held_until(_locks(members)[EMAIL]) > time.time()
@@ -341,23 +351,22 @@ def test_streams__a_bypassing_delete_leaves_a_hold(members: type[Member]) -> Non
     members(pk="M#1", email="ada@lovelace.io").save()
     old = _raw(members, _record_key("M#1"))
     _client(members).delete_item(TableName=members.Meta.table_name, Key=_record_key("M#1"))
-    report = streams.handle(members, {"Records": [_stream_record(members, "REMOVE", old, None)]})
+    report = streams.handle(members, _event(members, "REMOVE", old, None))
     assert (report.released, report.left) == (1, ())
     lock = _locks(members)[EMAIL]
     assert lock[OWNER_HASH] == {"S": "M#1"}
     assert _held_until(lock) > time.time() + HOLD.total_seconds() - 60
     # Replayed: the hold is already there; nothing is written.
     with RequestCounter(members) as counter:
-        again = streams.handle(members, {"Records": [_stream_record(members, "REMOVE", old, None)]})
+        again = streams.handle(members, _event(members, "REMOVE", old, None))
     assert again.released == 0
     assert counter.count("TransactWriteItems") == 0
 
 
 def test_streams__a_created_lock_carries_the_record_expiry(sessions: type[Session]) -> None:
     expiry = int(_in(4).timestamp())
-    item = {"PK": {"S": "S#1"}, "SK": {"S": "PROFILE"}, "email": {"S": "ada@lovelace.io"}, "ttl": {"N": str(expiry)}}
-    _client(sessions).put_item(TableName=sessions.Meta.table_name, Item=item)
-    report = streams.handle(sessions, {"Records": [_stream_record(sessions, "INSERT", None, item)]})
+    item = put_record(sessions, "S#1", {"email": {"S": "ada@lovelace.io"}, "ttl": {"N": str(expiry)}})
+    report = streams.handle(sessions, _event(sessions, "INSERT", None, item))
     assert report.created == 1
     assert _locks(sessions)[EMAIL]["ttl"] == {"N": str(expiry)}
 
@@ -366,16 +375,13 @@ def test_streams__a_created_lock_carries_the_record_expiry(sessions: type[Sessio
 
 
 def test_audit__holds_are_valid_and_expired_locks_removable(members: type[Member]) -> None:
-    ada = members(pk="M#1", email="ada@lovelace.io")
-    ada.save()
-    ada.email = "ada@babbage.io"
-    ada.save()
+    _changed_email(members)
     report = audit(members)
     assert report.clean, report.problems
     # Two lock items, one of them a hold (valid: no record holds its value).
     assert (report.records, report.locks, report.held, report.expired) == (1, 2, 1, 0)
     assert report.to_json()["held"] == 1
-    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    _end_hold(members)
     report = audit(members)
     assert report.clean, report.problems
     assert (report.held, report.expired) == (0, 1)
@@ -384,9 +390,7 @@ def test_audit__holds_are_valid_and_expired_locks_removable(members: type[Member
 def test_audit__an_expired_record_is_gone(sessions: type[Session]) -> None:
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
     sessions(pk="S#2", email="ada@babbage.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set_expiry(sessions, _record_key("S#1"), "ttl", past)
-    _set_expiry(sessions, _lock_key(EMAIL), "ttl", past)
+    past = _expire(sessions, "S#1")
     report = audit(sessions)
     assert report.clean, report.problems
     assert (report.records, report.locks, report.expired) == (1, 1, 1)
@@ -412,7 +416,7 @@ def test_inspect__shows_holds_expiry_and_expired_locks(sessions: type[Session], 
     assert "a release hold until" in held.describe()
     assert held.to_json()["held"] is True
     assert held.healthy
-    _set_expiry(members, _lock_key(EMAIL), LOCK_EXPIRES, int(time.time()) - 1)
+    _end_hold(members)
     expired = inspect(members, email="ada@lovelace.io")
     assert expired.expired
     assert "any record may take the value" in expired.describe()
@@ -456,23 +460,19 @@ def test_hold__meta_unique_ttl_attribute_names_the_expiry(backend: Backend) -> N
     assert LOCK_EXPIRES not in lock
 
 
+def _assert_locks_expire(sessions: type[Session], expiry: datetime) -> None:
+    """The two values' locks (EMAIL's, OTHER's) carry ``expiry`` under the records' TTL attribute ``ttl``."""
+    expected = {"N": str(int(expiry.timestamp()))}
+    assert {k: v["ttl"] for k, v in _locks(sessions).items()} == {EMAIL: expected, OTHER: expected}
+
+
 def test_backfill__created_locks_carry_the_record_expiry(sessions: type[Session]) -> None:
     """Records written before the constraint (no locks): backfill gives them locks with their expiry."""
     expiry = _in(6)
     for pk, email in (("S#1", "ada@lovelace.io"), ("S#2", "ada@babbage.io")):
-        item = {
-            "PK": {"S": pk},
-            "SK": {"S": "PROFILE"},
-            "email": {"S": email},
-            "ttl": {"N": str(int(expiry.timestamp()))},
-        }
-        _client(sessions).put_item(TableName=sessions.Meta.table_name, Item=item)
+        put_record(sessions, pk, {"email": {"S": email}, "ttl": {"N": str(int(expiry.timestamp()))}})
     backfill(sessions)
-    locks = _locks(sessions)
-    assert {k: v["ttl"] for k, v in locks.items()} == {
-        EMAIL: {"N": str(int(expiry.timestamp()))},
-        OTHER: {"N": str(int(expiry.timestamp()))},
-    }
+    _assert_locks_expire(sessions, expiry)
     assert audit(sessions).clean
 
 
@@ -482,10 +482,7 @@ def test_bulk_save_and_transact_write__locks_carry_the_expiry(sessions: type[Ses
     assert len(result.saved) == 1
     with TransactWrite() as tx:
         tx.save(sessions(pk="S#2", email="ada@babbage.io", expires=expiry))
-    assert {k: v["ttl"] for k, v in _locks(sessions).items()} == {
-        EMAIL: {"N": str(int(expiry.timestamp()))},
-        OTHER: {"N": str(int(expiry.timestamp()))},
-    }
+    _assert_locks_expire(sessions, expiry)
 
 
 @pytest.mark.parametrize("hold", [timedelta(0), timedelta(seconds=-5), 30, "30d"])
@@ -544,35 +541,12 @@ def test_token__a_resend_later_is_the_same_request(
 MOTO = Backend("moto", None)
 
 
-def _event(model: type[Any], name: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    return {"Records": [stream_record(model, name, old, new)]}
-
-
 # --- polymorphic families whose classes differ in TTL / hold ----------------------------------
 
 
 def _family(hold: timedelta | None = None) -> dict[str, Any]:
     """A polymorphic family in one table: only Trial has a TTLAttribute (the table's TTL is on ``ttl``)."""
-    table = unique_table_name("expiry-accounts")
-
-    class Account(UniqueMixin, Model):
-        class Meta:
-            table_name = table
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-        kind = DiscriminatorAttribute()
-        email = UniqueAttribute(UnicodeAttribute(null=True), hold=hold)
-
-    class Paid(Account, discriminator="paid"):
-        pass
-
-    class Trial(Account, discriminator="trial"):
-        expires = TTLAttribute(null=True, attr_name="ttl")
-
-    Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return {"Account": Account, "Paid": Paid, "Trial": Trial}
+    return account_family("expiry-accounts", hold=hold)
 
 
 def test_polymorphic__expired_trial_value_taken_by_another_class(moto_backend: None) -> None:
@@ -586,9 +560,7 @@ def test_polymorphic__expired_trial_value_taken_by_another_class(moto_backend: N
     family = _family()
     trial, paid = family["Trial"], family["Paid"]
     trial(pk="T#1", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(trial, _record_key("T#1"), "ttl", past)
-    _set(trial, _lock_key(EMAIL), "ttl", past)
+    _expire(trial, "T#1")
     trial(pk="T#2", email="ada@lovelace.io").validate_unique()  # Free, says a Trial.
     paid(pk="P#1", email="ada@lovelace.io").save()
     assert _locks(paid)[EMAIL][OWNER_HASH] == {"S": "P#1"}
@@ -611,13 +583,23 @@ def test_polymorphic__ended_hold_of_one_class_taken_by_another(moto_backend: Non
     assert HELD in lock
     assert "ttl" in lock
     assert LOCK_EXPIRES not in lock
-    _set(paid, _lock_key(EMAIL), "ttl", int(time.time()) - 1)  # The hold ended.
+    _end_hold(paid, "ttl")
     assert paid.unique_owner(email="ada@lovelace.io") is None
     trial(pk="T#1", email="ada@lovelace.io", expires=_in(3)).save()
     assert _locks(trial)[EMAIL][OWNER_HASH] == {"S": "T#1"}
 
 
 # --- Streams ---------------------------------------------------------------------------------
+
+
+def _restored_over_its_hold(members: type[Member]) -> dict[str, Any]:
+    """M#1 deleted by the library (its value held for it), then restored behind its back: the restored item."""
+    members(pk="M#1", email="ada@lovelace.io").save()
+    item = _raw(members, _record_key("M#1"))
+    assert item is not None
+    members.get("M#1", "PROFILE").delete()  # The library's delete: a hold.
+    _client(members).put_item(TableName=members.Meta.table_name, Item=item)  # Restored (PITR, import).
+    return item
 
 
 def test_streams__restored_record_keeps_its_own_hold(members: type[Member]) -> None:
@@ -628,11 +610,7 @@ def test_streams__restored_record_keeps_its_own_hold(members: type[Member]) -> N
     duplicate). The docs promise the former owner "(e.g. a deleted account restored) takes it
     back, and a retaken lock no longer expires".
     """
-    members(pk="M#1", email="ada@lovelace.io").save()
-    item = _raw(members, _record_key("M#1"))
-    assert item is not None
-    members.get("M#1", "PROFILE").delete()  # The library's delete: a hold.
-    _client(members).put_item(TableName=members.Meta.table_name, Item=item)  # Restored (PITR, import).
+    item = _restored_over_its_hold(members)
     streams.handle(members, _event(members, "INSERT", None, item))
     lock = _locks(members)[EMAIL]
     assert HELD not in lock
@@ -645,11 +623,7 @@ def test_repair__restored_record_with_its_own_hold(members: type[Member]) -> Non
     repair's put_if(ABSENT) is conditioned ``attribute_not_exists OR #exp < :now``; the record's
     own unexpired hold fails it, so the problem stays (the lock is not turned back into a lock).
     """
-    members(pk="M#1", email="ada@lovelace.io").save()
-    item = _raw(members, _record_key("M#1"))
-    assert item is not None
-    members.get("M#1", "PROFILE").delete()
-    _client(members).put_item(TableName=members.Meta.table_name, Item=item)
+    _restored_over_its_hold(members)
     report = audit(members)
     repair(members, report, apply=True)
     assert audit(members).clean
@@ -665,11 +639,8 @@ def test_streams__value_of_an_expired_record_is_free(sessions: type[Session]) ->
     a duplicate value" and S#2 stays without a lock.
     """
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(sessions, _record_key("S#1"), "ttl", past)
-    _set(sessions, _lock_key(EMAIL), "ttl", past)
-    item = {"PK": {"S": "S#2"}, "SK": {"S": "PROFILE"}, "email": {"S": "ada@lovelace.io"}}
-    _client(sessions).put_item(TableName=sessions.Meta.table_name, Item=item)
+    _expire(sessions, "S#1")
+    item = put_record(sessions, "S#2", {"email": {"S": "ada@lovelace.io"}})
     report = streams.handle(sessions, _event(sessions, "INSERT", None, item))
     assert report.left == ()
     assert _locks(sessions)[EMAIL][OWNER_HASH] == {"S": "S#2"}
@@ -684,7 +655,7 @@ def test_streams__expiry_changed_behind_the_librarys_back(sessions: type[Session
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
     old = _raw(sessions, _record_key("S#1"))
     later = int(_in(10).timestamp())
-    _set(sessions, _record_key("S#1"), "ttl", later)
+    _set_expiry(sessions, _record_key("S#1"), "ttl", later)
     new = _raw(sessions, _record_key("S#1"))
     streams.handle(sessions, _event(sessions, "MODIFY", old, new))
     assert _locks(sessions)[EMAIL]["ttl"] == {"N": str(later)}
@@ -700,9 +671,7 @@ def test_polymorphic__audit_of_the_base_sees_an_expired_trial_lock_as_orphaned(m
     family = _family()
     trial, account = family["Trial"], family["Account"]
     trial(pk="T#1", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(trial, _record_key("T#1"), "ttl", past)
-    _set(trial, _lock_key(EMAIL), "ttl", past)
+    _expire(trial, "T#1")
     assert audit(trial).clean
     report = audit(account)
     assert report.clean, report.problems
@@ -716,8 +685,7 @@ def test_audit__value_under_another_records_hold_is_misreported(members: type[Me
     """
     members(pk="M#1", email="ada@lovelace.io").save()
     members.get("M#1", "PROFILE").delete()  # M#1's hold.
-    item = {"PK": {"S": "M#2"}, "SK": {"S": "PROFILE"}, "email": {"S": "ada@lovelace.io"}}
-    _client(members).put_item(TableName=members.Meta.table_name, Item=item)  # A bypassing writer.
+    put_record(members, "M#2", {"email": {"S": "ada@lovelace.io"}})  # A bypassing writer.
     (problem,) = audit(members).problems
     assert problem.owner == ("M#1", "PROFILE"), problem
 
@@ -727,9 +695,7 @@ def test_audit__value_under_another_records_hold_is_misreported(members: type[Me
 
 def _expired_and_taken(sessions: type[Session]) -> Session:
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(sessions, _record_key("S#1"), "ttl", past)
-    _set(sessions, _lock_key(EMAIL), "ttl", past)
+    _expire(sessions, "S#1")
     sessions(pk="S#2", email="ada@lovelace.io").save()  # Takes the expired value.
     return sessions.get("S#1", "PROFILE")
 
@@ -761,9 +727,7 @@ def test_transact_write__locks_moving_twice__replans_until_every_foreign_lock_is
     """
     expired = _expired_and_taken(sessions)
     sessions(pk="S#3", email="bob@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(sessions, _record_key("S#3"), "ttl", past)
-    _set(sessions, _lock_key("UNIQ#EMAIL#bob@lovelace.io"), "ttl", past)
+    _expire(sessions, "S#3", "UNIQ#EMAIL#bob@lovelace.io")
     other = sessions.get("S#3", "PROFILE")
     sent = []
     commit = _transact.commit_grouped
@@ -873,12 +837,7 @@ def test_audit__a_lock_without_its_records_expiry_is_not_reported(sessions: type
     says clean and repair/backfill have no fix that stamps the record's expiry on its locks.
     """
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
-    _client(sessions).update_item(
-        TableName=sessions.Meta.table_name,
-        Key=_lock_key(EMAIL),
-        UpdateExpression="REMOVE #e",
-        ExpressionAttributeNames={"#e": "ttl"},
-    )  # As a lock written by the previous version is.
+    set_attribute(sessions, _lock_key(EMAIL), "ttl", None)  # As a lock written by the previous version is.
     assert not audit(sessions).clean
 
 
@@ -931,9 +890,7 @@ def test_streams__ttl_deletion_of_an_expired_record_frees_its_value(moto_backend
     """A REMOVE by TTL: the lock expired with the record, so it is deleted, not turned into a hold."""
     model = bind_model(HeldSession, MOTO)
     model(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
-    past = int(time.time()) - 60
-    _set(model, _record_key("S#1"), "ttl", past)
-    _set(model, _lock_key(EMAIL), "ttl", past)
+    _expire(model, "S#1")
     old = _raw(model, _record_key("S#1"))
     _client(model).delete_item(TableName=model.Meta.table_name, Key=_record_key("S#1"))  # TTL's deletion.
     report = streams.handle(model, _event(model, "REMOVE", old, None))
@@ -948,13 +905,8 @@ def test_repair__a_legacy_lock_of_an_expired_record_is_deleted(sessions: type[Se
     record is gone accepts an expired one, so the fix is applied instead of skipped until TTL runs.
     """
     sessions(pk="S#1", email="ada@lovelace.io", expires=_in(1)).save()
-    _client(sessions).update_item(
-        TableName=sessions.Meta.table_name,
-        Key=_lock_key(EMAIL),
-        UpdateExpression="REMOVE #e",
-        ExpressionAttributeNames={"#e": "ttl"},
-    )
-    _set(sessions, _record_key("S#1"), "ttl", int(time.time()) - 60)
+    set_attribute(sessions, _lock_key(EMAIL), "ttl", None)
+    _set_expiry(sessions, _record_key("S#1"), "ttl", int(time.time()) - 60)
     report = audit(sessions)
     assert [type(p).__name__ for p in report.problems] == ["OrphanedLock"]
     fixed = repair(sessions, report, apply=True)
