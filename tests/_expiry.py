@@ -185,15 +185,17 @@ def fix_outcomes(model: type[Any], run: str) -> list[str]:
     return [f.outcome for f in migrate(model, apply=True).fixes]
 
 
-def account_family(prefix: str, *, host: str | None = None, hold: timedelta | None = None) -> dict[str, Any]:
-    """A polymorphic family in a table of its own (named from ``prefix``): only Trial has a TTLAttribute (``ttl``).
+def family_base(
+    prefix: str, *, host: str | None = None, hold: timedelta | None = None, with_ttl: bool = False
+) -> type[Any]:
+    """The base of a polymorphic family (``kind``) in a table of its own, named from ``prefix``: a unique email.
 
-    Account (the base, no expiry) and Paid (none either) share the EMAIL namespace with Trial;
-    ``hold`` is the email's release hold, declared on the base.
+    ``hold`` is the email's release hold; ``with_ttl`` gives the base (so every class) the TTLAttribute ``ttl``.
+    The caller declares the subclasses, then creates the table.
     """
     table = unique_table_name(prefix)
 
-    class Account(UniqueMixin, Model):
+    class FamilyBase(UniqueMixin, Model):
         class Meta:
             table_name = table
             region = "us-east-1"
@@ -202,17 +204,24 @@ def account_family(prefix: str, *, host: str | None = None, hold: timedelta | No
         sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
         kind = DiscriminatorAttribute()
         email = UniqueAttribute(UnicodeAttribute(null=True), hold=hold)
+        if with_ttl:
+            expires = TTLAttribute(null=True, attr_name="ttl")
 
-    Account.Meta.host = host  # type: ignore[attr-defined]
+    FamilyBase.Meta.host = host  # type: ignore[attr-defined]
+    return FamilyBase
 
-    class Paid(Account, discriminator="paid"):
-        pass
 
-    class Trial(Account, discriminator="trial"):
-        expires = TTLAttribute(null=True, attr_name="ttl")
+def account_family(prefix: str, *, host: str | None = None, hold: timedelta | None = None) -> dict[str, Any]:
+    """A polymorphic family in a table of its own (named from ``prefix``): only Trial has a TTLAttribute (``ttl``).
 
-    Account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
-    return {"Account": Account, "Paid": Paid, "Trial": Trial}
+    Account (the base, no expiry) and Paid (none either) share the EMAIL namespace with Trial;
+    ``hold`` is the email's release hold, declared on the base.
+    """
+    account = family_base(prefix, host=host, hold=hold)
+    paid = type("Paid", (account,), {}, discriminator="paid")
+    trial = type("Trial", (account,), {"expires": TTLAttribute(null=True, attr_name="ttl")}, discriminator="trial")
+    account.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+    return {"Account": account, "Paid": paid, "Trial": trial}
 
 
 def in_days(days: int) -> datetime:

@@ -24,6 +24,7 @@ from _expiry import (
     epoch_in_days,
     expire_record,
     expired_ttl,
+    family_base,
     locks,
     put_record,
     record_key,
@@ -35,7 +36,6 @@ from _expiry import (
 from _export import export_tables
 from pynamodb.attributes import (
     BinarySetAttribute,
-    DiscriminatorAttribute,
     ListAttribute,
     MapAttribute,
     NumberSetAttribute,
@@ -71,28 +71,15 @@ def _family(
 
     The classes by name: ``Base``, then each subclass by its kind.
     """
-    table = unique_table_name(prefix)
-
-    class FamilyBase(UniqueMixin, Model):
-        class Meta:
-            table_name = table
-            region = "us-east-1"
-
-        pk = UnicodeAttribute(hash_key=True, attr_name="PK")
-        sk = UnicodeAttribute(range_key=True, attr_name="SK", default="PROFILE")
-        kind = DiscriminatorAttribute()
-        email = UniqueAttribute(UnicodeAttribute(null=True))
-        expires = TTLAttribute(null=True, attr_name="ttl")
-
-    FamilyBase.Meta.host = host  # type: ignore[attr-defined]
+    base = family_base(prefix, host=host, with_ttl=True)
     if lock_table is not None:
-        FamilyBase.Meta.unique_lock_table = lock_table  # type: ignore[attr-defined]
-    found: dict[str, Any] = {"Base": FamilyBase}
+        base.Meta.unique_lock_table = lock_table
+    found: dict[str, Any] = {"Base": base}
     for kind in kinds:
-        found[kind] = type(f"Tagged{kind.capitalize()}", (FamilyBase,), {"__module__": __name__}, discriminator=kind)
-    FamilyBase.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
+        found[kind] = type(f"Tagged{kind.capitalize()}", (base,), {"__module__": __name__}, discriminator=kind)
+    base.create_table(wait=True, billing_mode="PAY_PER_REQUEST")
     if lock_table is not None:
-        create_lock_table(FamilyBase)
+        create_lock_table(base)
     return found
 
 
