@@ -37,11 +37,11 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         assert line in done.stdout, done.stdout
 
 
-def _run_module() -> Any:
-    """benchmarks/run.py as a module (its imports are found beside it)."""
+def _benchmark(name: str) -> Any:
+    """A script of benchmarks/ as a module (its imports are found beside it)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        return importlib.import_module("run")
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
 
@@ -50,7 +50,7 @@ def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_t
     """``--rounds``: a round runs this script again with its share of the worker processes, the values
     and warmups pyperf resolved (``--fast`` is not passed on: it would reset the processes), and the
     script's own options, appending to one file."""
-    run = _run_module()
+    run = _benchmark("run")
     parsed = argparse.Namespace(
         values=2,
         warmups=1,
@@ -79,12 +79,12 @@ def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_t
     ("processes", "rounds", "expected"), [(6, 3, [2, 2, 2]), (7, 3, [3, 2, 2]), (6, 4, [2, 2, 1, 1])]
 )
 def test_shares__every_worker_process_in_some_round(processes: int, rounds: int, expected: list[int]) -> None:
-    assert _run_module().shares(processes, rounds) == expected
+    assert _benchmark("run").shares(processes, rounds) == expected
 
 
 def test_shares__fewer_processes_than_rounds__refused() -> None:
     with pytest.raises(SystemExit, match="at least as many worker processes"):
-        _run_module().shares(2, 3)
+        _benchmark("run").shares(2, 3)
 
 
 @pytest.mark.integration
@@ -115,11 +115,7 @@ def test_guard_cost_py__prints_both_operations_in_its_smoke_mode(dynoxide_endpoi
 def test_minimal_contender__draws_a_fresh_token_for_each_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed's transaction by hand sends a token of its own each time, as the library does: DynamoDB
     refuses a token reused with other items, so a constant one would hold only against the stub."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        contenders = importlib.import_module("contenders")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    contenders = _benchmark("contenders")
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "bench")
     contenders.bind("http://localhost:9", "tokens", create=False)
@@ -134,19 +130,10 @@ def test_minimal_contender__draws_a_fresh_token_for_each_transaction(monkeypatch
     assert all(len(token) == 32 and set(token) <= set("0123456789abcdef") for token in tokens)
 
 
-def _instructions_module() -> Any:
-    """benchmarks/instructions.py as a module (its imports are found beside it)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("instructions")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-
-
 @pytest.mark.parametrize("cold", [False, True])
 def test_instructions_py__no_gc__reaches_every_counted_child(monkeypatch: pytest.MonkeyPatch, cold: bool) -> None:
     """``--no-gc`` is passed on to the child processes callgrind counts (valgrind is not run here)."""
-    instructions = _instructions_module()
+    instructions = _benchmark("instructions")
     commands: list[list[str]] = []
 
     class Refused:
@@ -175,7 +162,7 @@ def test_instructions_py__no_gc__reaches_every_counted_child(monkeypatch: pytest
 
 def test_instructions_py__collecting_off__the_collector_stops_after_a_full_collection() -> None:
     """The counted children turn the collector off only when asked, after collecting what is there."""
-    instructions = _instructions_module()
+    instructions = _benchmark("instructions")
     assert gc.isenabled()
     try:
         instructions._collecting(True)
