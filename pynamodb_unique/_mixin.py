@@ -179,7 +179,7 @@ class UniqueMixin(UniqueReads):
         # An update that creates a record holding locks without unique values (its defaults,
         # nulls_distinct=False) must take them: planned as any other (see intent_plan).
         if not changes and not context.planner.defaults_hold_locks:
-            return plain_update(context, self, actions, condition, add_version_condition, owner)
+            return plain_update(context, self, actions, condition, add_version_condition)
         assumed, desire = intent_plan(context, self, "update", actions, snapshot.known(context, self), changes)
         assert desire is not None  # noqa: S101 - an update with changes plans.
         intent = Intent("update", condition, actions, add_version_condition, token, owner)

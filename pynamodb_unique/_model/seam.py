@@ -108,21 +108,16 @@ def update_kwargs(
     *,
     add_version_condition: bool,
     table: TableConnection | None = None,
-    key: tuple[Any, ...] | None = None,
 ) -> dict[str, Any]:
     """PynamoDB's ``update()`` request: UpdateItem's arguments with ``ReturnValues`` ALL_NEW, in its order.
 
     Why: the public ``get_update_kwargs_from_instance`` takes no ``return_values``, and ``update()``
     places it before the update expression. Replacement: that parameter on the public builder.
-    ``table``: the model's connection, when at hand. ``key``: the record's serialized hash key
-    and range key (if any), when already computed (the owner key a write checks).
+    ``table``: the model's connection, when at hand.
     """
     # PynamoDB appends the version action to the list it is given: a copy keeps the caller's.
     actions = list(actions)
-    if key is None:
-        hash_key, range_key = instance._get_hash_range_key_serialized_values()
-    else:
-        hash_key, range_key = key[0], key[1] if len(key) > 1 else None
+    hash_key, range_key = instance._get_hash_range_key_serialized_values()
     version_condition = instance._handle_version_attribute(actions=actions)
     if add_version_condition and version_condition is not None:
         condition &= version_condition

@@ -208,19 +208,15 @@ def plain_update_request(
     condition: Condition | None,
     add_version_condition: bool,
     table: TableConnection | None = None,
-    owner: OwnerKey | None = None,
 ) -> Request:
     """The UpdateItem of an update that changes no unique value: no lock moves, nothing to swap.
 
     A model that is not polymorphic sends PynamoDB's own UpdateItem; a polymorphic one adds a
     check of the stored class and asks for the item when it fails. ``table``: the model's
-    connection, when at hand; ``owner``: the record's owner key, when already computed
-    (:meth:`ModelContext.checked_owner`).
+    connection, when at hand.
     """
     if context.planner.discriminator is None:
-        kwargs = update_kwargs(
-            instance, actions, condition, add_version_condition=add_version_condition, table=table, key=owner
-        )
+        kwargs = update_kwargs(instance, actions, condition, add_version_condition=add_version_condition, table=table)
         return Request([kwargs], "UpdateItem")
     # A polymorphic record may hold another class's item: its locks follow that class's
     # constraints, which this update cannot plan; the class check refuses it before writing.
@@ -233,7 +229,6 @@ def plain_update_request(
         actions,
         add_version_condition=add_version_condition,
         locks=context.locks(),
-        owner=owner,
     )
 
 
@@ -243,14 +238,13 @@ def plain_update(
     actions: list[Action],
     condition: Condition | None,
     add_version_condition: bool,
-    owner: OwnerKey | None = None,
 ) -> Any:
     """PynamoDB's UpdateItem (no unique value changes), with the library's retries of conflicts.
 
     The request is PynamoDB's ``update()``'s, built by its public builder and loaded into the
     instance as ``update()`` loads it; a failed condition raises ``ConditionFailed`` (an
     ``UpdateError`` whose cause is the ``ConditionalCheckFailedException``). No token: it is
-    no transaction. ``owner``: the record's owner key, when already computed: it keys the request.
+    no transaction.
 
     Traced as one span, as :func:`write` is.
     """
@@ -262,7 +256,7 @@ def plain_update(
         if watched is not None:
             watched.sending("UpdateItem", 1, 1)
         table = connection(context.model)
-        request = plain_update_request(context, instance, actions, condition, add_version_condition, table, owner)
+        request = plain_update_request(context, instance, actions, condition, add_version_condition, table)
         try:
             response = send(table.connection, request, None, attempts=context.read_retry_attempts)
         except WriteFailed as failure:
