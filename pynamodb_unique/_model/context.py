@@ -101,6 +101,10 @@ class ModelContext:
         self._fixed_defaults = {name: fixed_default(a) for name, a in attributes.items()}
         self.hash_attribute = attributes[self.hash_name]
         self.range_attribute = attributes[self.range_name] if self.range_name is not None else None
+        # A key attribute whose class overrides __get__ computes the key it gives: read through
+        # it, as PynamoDB reads the key for its requests; any other gives what attribute_values holds.
+        key_attributes = (self.hash_attribute, self.range_attribute)
+        self._key_computed = any(type(a).__get__ is not Attribute.__get__ for a in key_attributes if a is not None)
         # The key attributes' stored names and DynamoDB types, read once (attr_name is a property).
         self._hash_field = (self.hash_attribute.attr_name, self.hash_attribute.attr_type)
         ranged = self.range_attribute
@@ -197,18 +201,19 @@ class ModelContext:
         return found
 
     def key(self, instance: Model) -> tuple[Any, Any]:
-        """The record's key as Python values: what a snapshot is remembered under."""
+        """The record's key as Python values, as PynamoDB reads it: what a snapshot is remembered under."""
+        if self._key_computed:
+            return getattr(instance, self.hash_name), getattr(instance, self.range_name) if self.range_name else None
         values = instance.attribute_values
         return values.get(self.hash_name), values.get(self.range_name) if self.range_name else None
 
     def owner(self, instance: Model) -> OwnerKey:
         """The record's key as lock items store it, serialized (as PynamoDB serializes it for its requests)."""
-        values = instance.attribute_values
-        hash_key = self.hash_attribute.serialize(values.get(self.hash_name))
-        if self.range_attribute is None:
+        hash_value, range_value = self.key(instance)
+        hash_key = self.hash_attribute.serialize(hash_value)
+        if self.range_attribute is None or range_value is None:
             return (hash_key,)
-        range_key = values.get(self.range_name)  # type: ignore[arg-type] # set with range_attribute.
-        return (hash_key,) if range_key is None else (hash_key, self.range_attribute.serialize(range_key))
+        return (hash_key, self.range_attribute.serialize(range_value))
 
     def owner_fields(self, instance: Model, owner: OwnerKey | None = None) -> dict[str, dict[str, Any]]:
         """The owner fields of a lock item, typed as the record's key attributes are.

@@ -42,6 +42,7 @@ from pynamodb_unique import (
     UniqueAttribute,
     UniqueConfigError,
     UniqueMixin,
+    audit,
 )
 from pynamodb_unique._core import plan as _plan
 from pynamodb_unique._core.plan import (
@@ -73,6 +74,26 @@ class Profile(MapAttribute[str, Any]):
 
     city = UnicodeAttribute(null=True, attr_name="City")
     zip = UnicodeAttribute(null=True)
+
+
+class LowerKey(UnicodeAttribute):
+    """A key computed when read (a subclass overriding ``__get__``): PynamoDB keys its requests with it."""
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        value = super().__get__(instance, owner)
+        return value.lower() if instance is not None and isinstance(value, str) else value
+
+
+class ComputedKey(UniqueMixin, Model):
+    """A hash key read in lower case, whatever was set."""
+
+    class Meta:
+        table_name = "write-path-computed-key"
+        region = "us-east-1"
+
+    pk = LowerKey(hash_key=True)
+    email = UniqueAttribute(UnicodeAttribute(null=True))
+    bio = UnicodeAttribute(null=True)
 
 
 class Shapes(UniqueMixin, Model):
@@ -446,6 +467,7 @@ def test_guarded_update__numeric_keys__equal_pynamodb_builder(moto_backend: None
         pytest.param(NumKeyed, {"id": 7, "rev": None}, id="number-range-none"),
         pytest.param(BinKeyed, {"id": b"\x00\xff"}, id="binary"),
         pytest.param(Shapes, {"pk": "S", "rev": 0}, id="zero-range"),
+        pytest.param(ComputedKey, {"pk": "Alice"}, id="key-computed-on-read"),
     ],
 )
 def test_owner__equals_pynamodb_serialized_key(model: type[Model], values: dict[str, Any]) -> None:
@@ -456,6 +478,26 @@ def test_owner__equals_pynamodb_serialized_key(model: type[Model], values: dict[
     hash_key, range_key = instance._get_hash_range_key_serialized_values()
     expected = (hash_key,) if range_key is None else (hash_key, range_key)
     assert _context(model).owner(instance) == expected
+
+
+def test_owner__key_computed_on_read__locks_name_the_key_pynamodb_stores(moto_backend: None) -> None:
+    """A key attribute overriding ``__get__``: each lock names the record as PynamoDB keys it, so the
+    audit finds no foreign lock, and a change and a delete release the locks the save took."""
+    model = bind_model(ComputedKey, MOTO)
+    record = model(pk="Alice", email="a@x.io")
+    record.save()
+    table = model._get_connection().connection.client
+    items = table.scan(TableName=model.Meta.table_name, ConsistentRead=True)["Items"]
+    (lock,) = [item for item in items if item["pk"]["S"].startswith("UNIQ#")]
+    assert sorted(item["pk"]["S"] for item in items) == ["UNIQ#EMAIL#a@x.io", "alice"]
+    assert lock["uniq_owner_hash"] == {"S": "alice"}
+    assert audit(model).clean
+    record.email = "b@x.io"
+    record.save()
+    record.update(actions=[model.bio.set("poet")])
+    assert audit(model).clean
+    record.delete()
+    assert table.scan(TableName=model.Meta.table_name, ConsistentRead=True)["Items"] == []
 
 
 # --- a snapshot equals the read of the stored item --------------------------------------------
