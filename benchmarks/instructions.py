@@ -235,7 +235,7 @@ def measure_cold(ops: int, operations: Sequence[str], *, collect: bool = True) -
             [
                 *_callgrind(str(out), f"--LL={size},{ways},{line}"),
                 *["--cold-child", op, who, "--ops", str(ops)],
-                *["--no-gc"] * (not collect),
+                *([] if collect else ["--no-gc"]),
             ]
             for (op, who), out in zip(measured, outs, strict=True)
         ]
@@ -308,8 +308,8 @@ def measure(ops: int, operations: Sequence[str], *, collect: bool = True) -> lis
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
         options = ("--branch-sim=yes", "--dump-after=functools_reduce")
-        command = [*_callgrind(f"{out}.%p", *options), "--child", "--ops", str(ops), *["--no-gc"] * (not collect)]
-        command += operations
+        command = [*_callgrind(f"{out}.%p", *options), "--child", "--ops", str(ops)]
+        command += ([] if collect else ["--no-gc"]) + list(operations)
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)  # noqa: S603 - our own command line.
         _succeeded(done.returncode, done.stderr)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +152,9 @@ def test_instructions_py__no_gc__reaches_every_counted_child(monkeypatch: pytest
     monkeypatch.setattr(instructions.subprocess, "run", Refused)
     monkeypatch.setattr(instructions.subprocess, "Popen", Refused)
     args = ["--cold", "delete"] if cold else ["delete"]
-    for no_gc in (False, True):
+    for collect in (True, False):
         with pytest.raises(RuntimeError, match="valgrind exited with 1"):
-            instructions.main([*args, *["--no-gc"] * no_gc])
+            instructions.main([*args, *([] if collect else ["--no-gc"])])
     assert commands, "no child was started"
     with_gc, without_gc = commands[: len(commands) // 2], commands[len(commands) // 2 :]
     assert all("--no-gc" not in command for command in with_gc)
@@ -160,14 +162,57 @@ def test_instructions_py__no_gc__reaches_every_counted_child(monkeypatch: pytest
     assert all(command[0] == "valgrind" and "delete" in command for command in commands)
 
 
-def test_instructions_py__collecting_off__the_collector_stops_after_a_full_collection() -> None:
+def test_instructions_py__collecting_off__the_collector_stops_after_a_full_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The counted children turn the collector off only when asked, after collecting what is there."""
     instructions = _benchmark("instructions")
+    collected: list[int] = []
+    monkeypatch.setattr(instructions.gc, "collect", lambda: collected.append(1) or 0)
     assert gc.isenabled()
     try:
         instructions._collecting(True)
         assert gc.isenabled()
+        assert collected == []
         instructions._collecting(False)
         assert not gc.isenabled()
+        assert collected == [1]
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_instructions_py__child_with_no_gc__counts_with_the_collector_off(
+    monkeypatch: pytest.MonkeyPatch, cold: bool
+) -> None:
+    """A counted child given ``--no-gc`` turns the collector off after the warm-up, before counting."""
+    instructions = _benchmark("instructions")
+    states: list[bool] = []
+
+    @contextlib.contextmanager
+    def served(run: str) -> Iterator[str]:
+        del run
+        yield "template"
+
+    def run(item: object) -> None:
+        del item
+        states.append(gc.isenabled())
+
+    variant = instructions.bench.Variant(lambda n: list(range(n)), run)
+    monkeypatch.setattr(instructions, "served", served)
+    monkeypatch.setattr(instructions, "_variant", lambda operation, contender, template: variant)
+    monkeypatch.setattr(instructions, "FLUSH_BYTES", 64)
+    child = ["--cold-child", "delete", instructions.bench.LIB] if cold else ["--child", "delete"]
+    try:
+        for collect in (True, False):
+            states.clear()
+            assert instructions.main([*child, "--ops", "3", *([] if collect else ["--no-gc"])]) == 0
+            # Each contender: its warm-up, then its 3 counted operations (a child counts both of delete's).
+            per, warm_up = instructions.WARM_UP + 3, instructions.WARM_UP
+            assert len(states) == per * (1 if cold else 2)
+            assert states[:warm_up] == [True] * warm_up
+            assert [states[start + warm_up : start + per] for start in range(0, len(states), per)] == [
+                [collect] * 3
+            ] * (len(states) // per)
     finally:
         gc.enable()
