@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from _backends import REGION, Backend, bind_model
-from _damage import bind_accounts, damage, load_healthy
+from _damage import bind_accounts, damage, load_healthy, put_lock
 from models import Account
 from test_export_audit import _export, _location, _upload
 
@@ -92,6 +92,20 @@ def test_audit_workers__a_worker_fails__its_error_raised(moto_backend: None, tmp
     data.write_bytes(data.read_bytes()[:-12])
     with pytest.raises(UniqueError, match=rf"{data.name} of the export at .* cannot be read after \d+ items"):
         audit(model, export=export, workers=2)
+
+
+def test_audit_workers__another_constraints_lock__refused_as_by_one_process(
+    moto_backend: None, tmp_path: Path, forked: None
+) -> None:
+    """A lock of a constraint no audited model declares, read by a worker, reaches the parent: the
+    audit refuses to guess whose items are whose, as one process does."""
+    model = bind_accounts(Backend("moto", None))
+    load_healthy(model, 6)
+    put_lock(model, "UNIQ#SKU#a-1", ("ORDER#1", "ORDER"), "SKU")
+    export = _location(_export(model, tmp_path))
+    for workers in (1, 2):
+        with pytest.raises(UniqueError, match=r"also holds locks of constraints \['SKU'\]"):
+            audit(model, export=export, workers=workers)
 
 
 def test_audit_workers__progress__every_item_counted(
