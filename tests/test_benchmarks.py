@@ -203,16 +203,16 @@ def test_instructions_py__child_with_no_gc__counts_with_the_collector_off(
     monkeypatch.setattr(instructions, "_variant", lambda operation, contender, template: variant)
     monkeypatch.setattr(instructions, "FLUSH_BYTES", 64)
     child = ["--cold-child", "delete", instructions.bench.LIB] if cold else ["--child", "delete"]
+    # Each contender: its warm-up, then its 3 counted operations (a child counts both of delete's).
+    warm_up = instructions.WARM_UP
+    per = warm_up + 3
     try:
         for collect in (True, False):
             states.clear()
             assert instructions.main([*child, "--ops", "3", *([] if collect else ["--no-gc"])]) == 0
-            # Each contender: its warm-up, then its 3 counted operations (a child counts both of delete's).
-            per, warm_up = instructions.WARM_UP + 3, instructions.WARM_UP
             assert len(states) == per * (1 if cold else 2)
             assert states[:warm_up] == [True] * warm_up
-            assert [states[start + warm_up : start + per] for start in range(0, len(states), per)] == [
-                [collect] * 3
-            ] * (len(states) // per)
+            counted = [states[start + warm_up : start + per] for start in range(0, len(states), per)]
+            assert counted == [[collect] * 3] * len(counted)
     finally:
         gc.enable()
