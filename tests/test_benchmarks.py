@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pynamodb.exceptions import TransactWriteError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,10 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
     for line in (
         "| duplicate signup refused | TransactWriteItems | 1 | 3 |",
         "checked: the same request by hand is the library's",
-        "| client CPU, transport stubbed | library µs | minimal µs | library / minimal by hand |",
+        "| client CPU, transport stubbed | library µs | minimal µs | minimal correct µs | library / minimal by hand "
+        "| library / minimal correct by hand |",
+        "target: CPU delete: library / minimal correct by hand",
+        "target: CPU create: library / minimal by hand",
         "| unique change (update) |",
         "| PynamoDB, the seed's transaction |",
         "| boto3, minimal items |",
@@ -130,6 +134,53 @@ def test_minimal_contender__draws_a_fresh_token_for_each_transaction(monkeypatch
     assert len(tokens) == 3
     assert len(set(tokens)) == 3
     assert all(len(token) == 32 and set(token) <= set("0123456789abcdef") for token in tokens)
+
+
+def _locks_and_values(contenders: Any) -> tuple[set[str], set[str]]:
+    """The minimal contenders' table: the lock keys stored, and the lock keys its records' values need."""
+    items = contenders.PlainAccount._get_connection().scan(consistent_read=True)["Items"]
+    locks = {item["PK"]["S"] for item in items if item["SK"]["S"] == "LOCK"}
+    records = [contenders.PlainAccount.from_raw_data(item) for item in items if item["SK"]["S"] == "PROFILE"]
+    needed = {f"UNIQ#EMAIL#{r.email.casefold()}" for r in records} | {f"UNIQ#HANDLE#{r.username}" for r in records}
+    return locks, needed
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("operation", ["unique change (save)", "unique change (update)", "delete"])
+def test_minimal_contenders__from_a_stale_record__the_seeds_transaction_breaks_uniqueness__the_correct_one_is_refused(
+    dynoxide_endpoint: str, operation: str
+) -> None:
+    """Why run.py judges changes and deletes against the minimal *correct* transaction by hand.
+
+    The seed's transaction, as written, releases the locks of the values the instance read.
+    When the record changed since and another record took a value it freed, it deletes that
+    record's lock (its value is then unprotected) and leaves the record's current lock behind.
+    The same transaction with the record's check (it still holds those values) is refused.
+    """
+    contenders = _benchmark("contenders")
+    plain = contenders.PlainAccount
+    for contender in (contenders.MINIMAL, contenders.CORRECT):
+        contenders.bind(dynoxide_endpoint, f"race-{os.urandom(4).hex()}")
+        contenders._minimal_create(plain(pk="ACCT#a", email="Ada@example.com", username="ada"))
+        stale = plain.get("ACCT#a", "PROFILE")
+        current = plain.get("ACCT#a", "PROFILE")
+        for _ in range(2):  # Ada@ -> xAda@ -> xxAda@: the stale instance's own change is free again.
+            contenders._minimal_change_update(current)
+        contenders._minimal_create(plain(pk="ACCT#b", email="ada@example.com", username="bob"))  # The freed value.
+        run = contenders.CPU_OPERATIONS[operation][contender].run
+        if contender == contenders.MINIMAL:
+            run(stale)
+            locks, needed = _locks_and_values(contenders)
+            assert "UNIQ#EMAIL#ada@example.com" in needed
+            assert "UNIQ#EMAIL#ada@example.com" not in locks  # Bob's email, unprotected.
+            assert "UNIQ#EMAIL#xxada@example.com" in locks - needed  # Ada's current lock, left behind.
+        else:
+            with pytest.raises(TransactWriteError) as failed:
+                run(stale)
+            codes = [reason.code if reason else None for reason in failed.value.cancellation_reasons]
+            assert codes.count("ConditionalCheckFailed") == 1
+            locks, needed = _locks_and_values(contenders)
+            assert locks == needed
 
 
 @pytest.mark.parametrize("cold", [False, True])
