@@ -73,10 +73,16 @@ LOAD: Final = "load (from_raw_data)"
 #: client's method; the sending stubbed for all. What a client does before botocore sends.
 SIGNUP: Final = "signup (from values)"
 SIGNUP_CONTENDERS: Final = (bench.LIB, bench.PYNAMODB_SEED, bench.BOTO3_SAME, bench.BOTO3_MINIMAL)
-#: (operation, contender) in the order the child runs them: run.py's CPU section, minimal and
-#: library side by side; the non-unique update's floor; a record's load; a signup from values.
+#: (operation, contender) in the order the child runs them: run.py's CPU section, library, minimal
+#: and minimal correct (where it differs) side by side; the non-unique update's floor; a record's
+#: load; a signup from values.
 MEASURED: Final = [
-    *((op, who) for op in bench.CPU_OPERATIONS for who in (bench.LIB, bench.MINIMAL)),
+    *(
+        (op, who)
+        for op, variants in bench.CPU_OPERATIONS.items()
+        for who in (bench.LIB, bench.MINIMAL, bench.CORRECT)
+        if who in variants
+    ),
     ("non-unique update", bench.PYNAMODB_ON_UNIQUE),
     ("non-unique update", bench.PLAIN),
     (LOAD, bench.LIB),
@@ -278,7 +284,12 @@ def report_cold(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) ->
 
 def _baselines(per: Mapping[tuple[str, str], object]) -> list[tuple[str, str]]:
     """(operation, baseline) of each library ratio to print, where both were measured."""
-    wanted = [(op, bench.MINIMAL) for op in bench.CPU_OPERATIONS]
+    wanted = [
+        (op, who)
+        for op, variants in bench.CPU_OPERATIONS.items()
+        for who in (bench.MINIMAL, bench.CORRECT)
+        if who in variants
+    ]
     wanted += [(LOAD, bench.PLAIN), *((SIGNUP, who) for who in SIGNUP_CONTENDERS if who != bench.LIB)]
     return [(op, who) for op, who in wanted if (op, bench.LIB) in per and (op, who) in per]
 
