@@ -54,6 +54,8 @@ SIGNUP: Final = f"signup over HTTP, {c.THREADS} threads"
 #: Signups per thread in one loop: a loop of 80 takes about 0.1 s, pyperf's least time per value.
 PER_THREAD: Final = 10
 HTTP: Final = (c.LIB, c.PYNAMODB_SEED, c.BOTO3_SAME, c.BOTO3_MINIMAL)
+#: A non-unique update() over HTTP, one after another on one thread: this process's CPU time per update.
+UPDATE_HTTP: Final = "non-unique update over HTTP, client CPU"
 AUDIT: Final = "read of a healthy table"
 BULK: Final = "bulk import"
 
@@ -104,10 +106,16 @@ def cpu(variant: c.Variant) -> Timer:
 
 
 @functools.cache
-def signups(endpoint: str, request: str) -> dict[str, Callable[[str], object]]:
-    """Signup ``n`` by each contender over HTTP, every one into the library's table."""
+def bound(endpoint: str) -> None:
+    """The contenders' models on the HTTP benchmarks' tables, all on the library's table (once per process)."""
     c.bind(endpoint, "http", create=False)
     c.share_table()
+
+
+@functools.cache
+def signups(endpoint: str, request: str) -> dict[str, Callable[[str], object]]:
+    """Signup ``n`` by each contender over HTTP, every one into the library's table."""
+    bound(endpoint)
     client, table = c.boto3_client(endpoint), c.UniqueAccount.Meta.table_name
     return {
         c.LIB: lambda n: c.signup(n).save(),
@@ -128,6 +136,28 @@ def http(args: argparse.Namespace, contender: str) -> Timer:
                 sign(f"{prefix}{thread}-{i}")
 
         return c.run_threads(c.THREADS, work)
+
+    return timer
+
+
+def http_update(args: argparse.Namespace, contender: str) -> Timer:
+    """This process's CPU seconds for ``loops`` non-unique ``update()``s of one stored record over HTTP.
+
+    The client's work per update with the network and the server left out (dynoxide runs in a
+    process of its own): what a user's process spends. The record is new for each call, saved
+    before the clock starts; the updates go one after another on this thread.
+    """
+
+    def timer(loops: int) -> float:
+        bound(args.endpoint)
+        model = c.UniqueAccount if contender == c.LIB else c.PlainAccount
+        n = os.urandom(4).hex()
+        account = model(pk=f"ACCT#u{n}", email=f"u{n}@example.com", username=f"u{n}")
+        account.save()
+        started = time.process_time()
+        for i in range(loops):
+            account.update(actions=[model.bio.set(f"poet {i}")])
+        return time.process_time() - started
 
     return timer
 
@@ -196,6 +226,7 @@ def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyp
         timers |= {f"{op}: {who}": (cpu(variants[who]), 1) for who in (*CPU, c.CORRECT) if who in variants}
     timers[f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"] = (cpu(c.UPDATE_FLOOR[c.PYNAMODB_ON_UNIQUE]), 1)
     timers |= {f"{SIGNUP}: {who}": (http(args, who), c.THREADS * PER_THREAD) for who in HTTP}
+    timers |= {f"{UPDATE_HTTP}: {who}": (http_update(args, who), 1) for who in (c.LIB, c.PLAIN)}
     audited = (scan_throughput.AUDIT, scan_throughput.RAW)
     timers |= {f"{AUDIT}: {who}": (scan(args, who), items(args)) for who in audited}
     timers |= {f"{BULK}: {who}": (bulk_import(args, who), records(args)) for who in bulk.CONTENDERS}
@@ -254,6 +285,10 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
     if floor in benches:
         plain = ratio(benches, floor, f"non-unique update: {c.PLAIN}")[1]
         print(f"\n{c.PYNAMODB_ON_UNIQUE}, non-unique update: {show(benches, floor)} µs, / plain PynamoDB {plain}")
+    updates = [f"{UPDATE_HTTP}: {who}" for who in (c.LIB, c.PLAIN)]
+    if all(name in benches for name in updates):
+        cells = [show(benches, name) for name in updates] + [ratio(benches, *updates)[1]]
+        table([f"{UPDATE_HTTP} (µs)", c.LIB, c.PLAIN, f"{c.LIB} / {c.PLAIN}"], [["update()", *cells]])
     rates = [
         (SIGNUP, HTTP, "signups/s"),
         (AUDIT, (scan_throughput.AUDIT, scan_throughput.RAW), "items/s"),

@@ -33,6 +33,7 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         "| library / minimal correct by hand |",
         "target: CPU delete: library / minimal correct by hand",
         "target: CPU create: library / minimal by hand",
+        "| non-unique update over HTTP, client CPU (µs) | library | plain PynamoDB | library / plain PynamoDB |",
         "| unique change (update) |",
         "| PynamoDB, the seed's transaction |",
         "| boto3, minimal items |",
@@ -254,14 +255,15 @@ def test_instructions_py__child_with_no_gc__counts_with_the_collector_off(
     monkeypatch.setattr(instructions, "_variant", lambda operation, contender, template: variant)
     monkeypatch.setattr(instructions, "FLUSH_BYTES", 64)
     child = ["--cold-child", "delete", instructions.bench.LIB] if cold else ["--child", "delete"]
-    # Each contender: its warm-up, then its 3 counted operations (a child counts both of delete's).
+    # Each contender: its warm-up, then its 3 counted operations (a child counts each of delete's).
     warm_up = instructions.WARM_UP
     per = warm_up + 3
+    contenders = 1 if cold else len(instructions._selected(["delete"]))
     try:
         for collect in (True, False):
             states.clear()
             assert instructions.main([*child, "--ops", "3", *([] if collect else ["--no-gc"])]) == 0
-            assert len(states) == per * (1 if cold else 2)
+            assert len(states) == per * contenders
             assert states[:warm_up] == [True] * warm_up
             counted = [states[start + warm_up : start + per] for start in range(0, len(states), per)]
             assert counted == [[collect] * 3] * len(counted)
