@@ -12,11 +12,13 @@ For each operation ``run.py`` times (the list is there), the code of every conte
   ``save()``/``update()`` with the condition the library sends (its compare-and-swap on the
   stored unique values, none for an update);
 - *minimal correct by hand*, for a change and a delete: the minimal transaction with the one
-  check it needs under concurrency, a condition on the record that it still holds the values
-  whose locks it releases (as read). Without it, a change or delete from a record changed since
-  deletes the lock of a value another record took meanwhile and leaves the record's current
-  lock behind (tests/test_benchmarks.py shows both against dynoxide). Where the minimal one is
-  correct as it is (a create, the single writes), it is its own correct baseline;
+  check it needs under concurrency, a condition on the record that it still holds, as read, the
+  values whose locks it releases or that it writes back (correct for the two constraints the
+  seed's transaction keeps, email and username). Without it, a change or delete from a record
+  changed since deletes the lock of a value another record took meanwhile, which a third record
+  can then take too, and leaves the record's current lock behind (tests/test_benchmarks.py shows
+  it against dynoxide). Where the minimal one is correct as it is (a create, the single writes),
+  it is its own correct baseline;
 - *same request by hand*: the library's own request written with PynamoDB (owner-or-free
   conditions, the compare-and-swap, ALL_OLD on every item, all lock attributes, a uuid4 token,
   the re-read after a transactional update); :func:`check_requests` checks it against the
@@ -461,7 +463,7 @@ def _plain_change_update(account: PlainAccount) -> None:
 
 
 def _holds(email: str, username: str | None) -> Condition:
-    """The record still holds the values whose locks the transaction releases, as it was read."""
+    """The record still holds, as read, the values whose locks the transaction releases or that it writes back."""
     held: Condition = PlainAccount.email == email
     held &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
     return held

@@ -284,7 +284,7 @@ def report_cold(results: Sequence[tuple[str, str, dict[str, int]]], ops: int) ->
 
 def _baselines(per: Mapping[tuple[str, str], object]) -> list[tuple[str, str]]:
     """(operation, baseline) of each library ratio to print, where both were measured."""
-    wanted = [
+    wanted: list[tuple[str, str]] = [
         (op, who)
         for op, variants in bench.CPU_OPERATIONS.items()
         for who in (bench.MINIMAL, bench.CORRECT)

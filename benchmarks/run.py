@@ -65,18 +65,21 @@ def baseline(op: str) -> str:
 
     The seed's transaction as written where it is correct (a create; PynamoDB's own write for
     the non-unique ones); where it releases locks without checking that the record still holds
-    their values (a change, a delete), the same transaction with that check.
+    their values (a change, a delete), the same transaction with that check: an interpretation
+    of issue 28's "minimal hand-written equivalent" (docs/cost-and-guarantees.md), whose literal
+    reading, the seed's transaction as written, is judged too.
     """
     return c.CORRECT if c.CORRECT in c.CPU_OPERATIONS[op] else c.MINIMAL
 
 
-#: (what, time of the baseline or the library, time of the other, limit, at most): ratios of medians judged,
-#: issue 28's: client CPU <= 1.10x the minimal correct by hand (:func:`baseline`), signups over HTTP
-#: >= 0.97x the seed's transaction by hand.
+#: (what, time of the baseline or the library, time of the other, limit, at most): ratios of medians judged.
+#: Issue 28's: client CPU <= 1.10x the minimal by hand, read two ways for a change and a delete
+#: (:func:`baseline`); signups over HTTP >= 0.97x the seed's transaction by hand.
 TARGETS: Final = [
     *(
-        (f"CPU {op}: library / {baseline(op)}", f"{op}: {c.LIB}", f"{op}: {baseline(op)}", 1.10, True)
+        (f"CPU {op}: library / {who}", f"{op}: {c.LIB}", f"{op}: {who}", 1.10, True)
         for op in c.CPU_OPERATIONS
+        for who in dict.fromkeys((c.MINIMAL, baseline(op)))
     ),
     (
         "signups/s: library / seed's PynamoDB transaction",
@@ -277,7 +280,9 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
         correct = f"{op}: {c.CORRECT}"
         row = [op, *(show(benches, f"{op}: {who}") for who in (c.LIB, c.MINIMAL))]
         row.append(show(benches, correct) if correct in benches else "(minimal)")
-        row += [ratio(benches, f"{op}: {c.LIB}", f"{op}: {who}")[1] for who in (c.MINIMAL, baseline(op), *CPU[2:])]
+        # A run saved before the correct contender existed has none: its minimal stands in.
+        judged = baseline(op) if f"{op}: {baseline(op)}" in benches else c.MINIMAL
+        row += [ratio(benches, f"{op}: {c.LIB}", f"{op}: {who}")[1] for who in (c.MINIMAL, judged, *CPU[2:])]
         rows.append(row)
     head = ["client CPU, transport stubbed", "library µs", "minimal µs", "minimal correct µs"]
     table([*head, *(f"library / {w}" for w in (c.MINIMAL, c.CORRECT, *CPU[2:]))], rows)
