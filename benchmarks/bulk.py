@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # This checkout's package, not another installed one.
+
 from pynamodb.attributes import UnicodeAttribute
 from pynamodb.models import Model
 

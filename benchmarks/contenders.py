@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # This checkout's package, not another installed one.
+
 import boto3
 from botocore.config import Config
 from pynamodb.attributes import UnicodeAttribute

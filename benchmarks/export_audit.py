@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # This checkout's package, not another installed one.
 sys.path.insert(0, str(ROOT / "tests"))  # The tests' models, loaders and export writer.
 
 import _dynoxide  # noqa: E402

@@ -31,6 +31,7 @@ from pynamodb.attributes import Attribute, UnicodeAttribute
 from pynamodb.models import Model
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # This checkout's package, not another installed one.
 sys.path.insert(0, str(ROOT / "tests"))  # The tests' dynoxide helper.
 
 import _dynoxide  # noqa: E402

@@ -45,6 +45,20 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         assert line in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")))
+def test_benchmark_scripts__import_the_package_beside_them__not_another_one_installed(
+    script: str, tmp_path: Path
+) -> None:
+    """A script times and counts this checkout's code, whatever else is on the path (say, another
+    checkout installed in editable mode): a package that refuses to load stands first on PYTHONPATH."""
+    (tmp_path / "pynamodb_unique").mkdir()
+    (tmp_path / "pynamodb_unique" / "__init__.py").write_text("raise ImportError('another pynamodb_unique')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    command = [sys.executable, f"benchmarks/{script}", "--help"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)  # noqa: S603 - our own scripts.
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def _benchmark(name: str) -> Any:
     """A script of benchmarks/ as a module (its imports are found beside it)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
