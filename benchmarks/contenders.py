@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import json
 import os
 import sys
@@ -418,30 +419,43 @@ def _minimal_create(account: PlainAccount, token: str | None = None) -> None:
             tx.save(_minimal_lock(account, name, value), condition=MinimalLock.pk.does_not_exist())
 
 
-def _minimal_change_save(account: PlainAccount) -> None:
+def _holds(email: str, username: str | None) -> Condition:
+    """The record still holds, as read, the values whose locks the transaction releases or that it writes back."""
+    held: Condition = PlainAccount.email == email
+    held &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
+    return held
+
+
+# With ``checked``, the minimal correct transaction: the record's write carries _holds() (a change by
+# update(), which writes back no username, checks the email alone).
+
+
+def _minimal_change_save(account: PlainAccount, *, checked: bool = False) -> None:
     old = _text(account.email)
     account.email = new = "x" + old
     with _minimal_tx() as tx:
         tx.save(_minimal_lock(account, "EMAIL", new.casefold()), condition=MinimalLock.pk.does_not_exist())
         tx.delete(MinimalLock(pk=f"UNIQ#EMAIL#{old.casefold()}"))
-        tx.save(account)
+        tx.save(account, condition=_holds(old, account.username) if checked else None)
 
 
-def _minimal_change_update(account: PlainAccount) -> None:
+def _minimal_change_update(account: PlainAccount, *, checked: bool = False) -> None:
     old = _text(account.email)
     new = "x" + old
     with _minimal_tx() as tx:
         tx.save(_minimal_lock(account, "EMAIL", new.casefold()), condition=MinimalLock.pk.does_not_exist())
         tx.delete(MinimalLock(pk=f"UNIQ#EMAIL#{old.casefold()}"))
-        tx.update(account, actions=[PlainAccount.email.set(new)])
+        tx.update(
+            account, actions=[PlainAccount.email.set(new)], condition=PlainAccount.email == old if checked else None
+        )
     # update() returns the stored item and loads it (ALL_NEW); a transaction returns nothing, so
     # the hand-written equivalent reads it back, as the library does.
     account.refresh(consistent_read=True)
 
 
-def _minimal_delete(account: PlainAccount) -> None:
+def _minimal_delete(account: PlainAccount, *, checked: bool = False) -> None:
     with _minimal_tx() as tx:
-        tx.delete(account)
+        tx.delete(account, condition=_holds(_text(account.email), account.username) if checked else None)
         for name, value in _lock_values(account):
             tx.delete(MinimalLock(pk=f"UNIQ#{name}#{value}"))
 
@@ -459,42 +473,6 @@ def _plain_update_bio(account: PlainAccount) -> None:
 
 def _plain_change_update(account: PlainAccount) -> None:
     account.update(actions=[PlainAccount.email.set("x" + _text(account.email))])
-
-
-# Minimal correct by hand: the seed's transaction with the one check it needs under concurrency.
-
-
-def _holds(email: str, username: str | None) -> Condition:
-    """The record still holds, as read, the values whose locks the transaction releases or that it writes back."""
-    held: Condition = PlainAccount.email == email
-    held &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
-    return held
-
-
-def _correct_change_save(account: PlainAccount) -> None:
-    old = _text(account.email)
-    account.email = new = "x" + old
-    with _minimal_tx() as tx:
-        tx.save(_minimal_lock(account, "EMAIL", new.casefold()), condition=MinimalLock.pk.does_not_exist())
-        tx.delete(MinimalLock(pk=f"UNIQ#EMAIL#{old.casefold()}"))
-        tx.save(account, condition=_holds(old, account.username))
-
-
-def _correct_change_update(account: PlainAccount) -> None:
-    old = _text(account.email)
-    new = "x" + old
-    with _minimal_tx() as tx:
-        tx.save(_minimal_lock(account, "EMAIL", new.casefold()), condition=MinimalLock.pk.does_not_exist())
-        tx.delete(MinimalLock(pk=f"UNIQ#EMAIL#{old.casefold()}"))
-        tx.update(account, actions=[PlainAccount.email.set(new)], condition=PlainAccount.email == old)
-    account.refresh(consistent_read=True)  # As the minimal one: update()'s result.
-
-
-def _correct_delete(account: PlainAccount) -> None:
-    with _minimal_tx() as tx:
-        tx.delete(account, condition=_holds(_text(account.email), account.username))
-        for name, value in _lock_values(account):
-            tx.delete(MinimalLock(pk=f"UNIQ#{name}#{value}"))
 
 
 # The same request by hand: the library's request, written with PynamoDB.
@@ -571,21 +549,21 @@ CPU_OPERATIONS: Final[dict[str, dict[str, Variant]]] = {
     "unique change (save)": {
         LIB: Variant(_unique_loaded, _change_save),
         MINIMAL: Variant(_plain_loaded, _minimal_change_save),
-        CORRECT: Variant(_plain_loaded, _correct_change_save),
+        CORRECT: Variant(_plain_loaded, functools.partial(_minimal_change_save, checked=True)),
         SAME: Variant(_plain_loaded, _same_change_save),
         PLAIN: Variant(_plain_loaded, _change_save),
     },
     "unique change (update)": {
         LIB: Variant(_unique_loaded, _change_update),
         MINIMAL: Variant(_plain_loaded, _minimal_change_update),
-        CORRECT: Variant(_plain_loaded, _correct_change_update),
+        CORRECT: Variant(_plain_loaded, functools.partial(_minimal_change_update, checked=True)),
         SAME: Variant(_plain_loaded, _same_change_update),
         PLAIN: Variant(_plain_loaded, _plain_change_update),
     },
     "delete": {
         LIB: Variant(_unique_loaded, lambda a: a.delete()),
         MINIMAL: Variant(_plain_loaded, _minimal_delete),
-        CORRECT: Variant(_plain_loaded, _correct_delete),
+        CORRECT: Variant(_plain_loaded, functools.partial(_minimal_delete, checked=True)),
         SAME: Variant(_plain_loaded, _same_delete),
         PLAIN: Variant(_plain_loaded, lambda a: a.delete()),
     },
