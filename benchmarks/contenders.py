@@ -173,10 +173,16 @@ def _absent(attribute: UnicodeAttribute) -> Condition:
     return absent
 
 
+def _holds(email: str, username: str | None) -> Condition:
+    """The record still holds, as read, the values whose locks the transaction releases or that it writes back."""
+    held: Condition = PlainAccount.email == email
+    held &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
+    return held
+
+
 def _stored_as(email: str, username: str | None) -> Condition:
     """The compare-and-swap the library puts on a record write: its unique values as stored."""
-    cas: Condition = PlainAccount.email == email
-    cas &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
+    cas: Condition = _holds(email, username)
     cas &= _absent(PlainAccount.tenant)
     cas &= _absent(PlainAccount.slug)
     return cas
@@ -417,13 +423,6 @@ def _minimal_create(account: PlainAccount, token: str | None = None) -> None:
         tx.save(account, condition=PlainAccount.pk.does_not_exist())
         for name, value in _lock_values(account):
             tx.save(_minimal_lock(account, name, value), condition=MinimalLock.pk.does_not_exist())
-
-
-def _holds(email: str, username: str | None) -> Condition:
-    """The record still holds, as read, the values whose locks the transaction releases or that it writes back."""
-    held: Condition = PlainAccount.email == email
-    held &= _absent(PlainAccount.username) if username is None else PlainAccount.username == username
-    return held
 
 
 # With ``checked``, the minimal correct transaction: the record's write carries _holds() (a change by
