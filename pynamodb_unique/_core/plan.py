@@ -143,8 +143,7 @@ class GuardTemplate:
 
     def values(self, found: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The request's ``ExpressionAttributeValues`` for the values of one guard of this shape."""
-        names = self.value_names
-        return {names[i]: value for i, value in enumerate(found)}
+        return dict(zip(self.value_names, found, strict=True))
 
 
 #: Nothing stored (shared: a Stored is never changed once made).

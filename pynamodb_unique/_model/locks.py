@@ -154,7 +154,7 @@ class LockCodec:
     def _values(owner: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The owner's fields, then ``previous``'s, as the values ``:0``, ``:1``..., in order."""
         fields = owner.values() if previous is None else [*owner.values(), *previous.values()]
-        return {_VALUE_NAMES[i]: value for i, value in enumerate(fields)}
+        return dict(zip(_VALUE_NAMES[: len(fields)], fields, strict=True))
 
     def _lock_item(
         self,
