@@ -5,6 +5,7 @@ Run from the repository root (dynoxide installed by ``bash scripts/test``, or ``
     python benchmarks/run.py -o bench.json          # every benchmark (about 10 min on 2 cores)
     python benchmarks/run.py --fast                 # rough figures: half the worker processes
     python benchmarks/run.py --show bench.json      # the comparisons of a saved run, again
+    python benchmarks/run.py --only signup --rounds 10 -p 20    # one family, more values: a sharper ratio
     python -m pyperf compare_to main.json bench.json --table   # two saved runs, benchmark by benchmark
     python benchmarks/run.py --quick --debug-single-value --in-process   # a smoke run (seconds)
 
@@ -241,8 +242,14 @@ def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyp
     audited = (scan_throughput.AUDIT, scan_throughput.RAW)
     timers |= {f"{AUDIT}: {who}": (scan(args, who), items(args)) for who in audited}
     timers |= {f"{BULK}: {who}": (bulk_import(args, who), records(args)) for who in bulk.CONTENDERS}
+    timers = {name: timed for name, timed in timers.items() if chosen(args, name)}
     done = {name: runner.bench_time_func(name, timer, inner_loops=inner) for name, (timer, inner) in timers.items()}
     return {name: bench for name, bench in done.items() if bench is not None}
+
+
+def chosen(args: argparse.Namespace, name: str) -> bool:
+    """Whether ``--only`` keeps the benchmark ``name``: it contains one of the texts given (all kept, none given)."""
+    return not args.only or any(text in name for text in args.only)
 
 
 def prepare(endpoint: str, args: argparse.Namespace) -> None:
@@ -254,7 +261,8 @@ def prepare(endpoint: str, args: argparse.Namespace) -> None:
     print("\n".join(f"WARNING: {problem}" for problem in c.check_requests()) or checked)
     c.bind(endpoint, "http")
     args.signup_request = c.captured_signup()
-    load_healthy(bind_model(Account, Backend("dynoxide", endpoint), "bench-audit"), accounts(args))
+    if chosen(args, AUDIT):  # 60,003 items to write: only when the audit is timed.
+        load_healthy(bind_model(Account, Backend("dynoxide", endpoint), "bench-audit"), accounts(args))
     bulk.bind(endpoint, "bench-bulk")
 
 
@@ -283,7 +291,7 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
     print("\n" + "; ".join(machine + [f"{n} {meta.get(n)}" for n in ("pynamodb", "botocore", "pynamodb-unique")]))
     print("median (interquartile range) of each benchmark's values; a ratio is of the medians (range: the IQRs')")
     ops = [op for op in c.CPU_OPERATIONS if f"{op}: {c.LIB}" in benches]
-    rows = []
+    rows: list[list[str]] = []
     for op in ops:
         correct = f"{op}: {c.CORRECT}"
         row = [op, *(show(benches, f"{op}: {who}") for who in (c.LIB, c.MINIMAL))]
@@ -293,7 +301,8 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
         row += [ratio(benches, f"{op}: {c.LIB}", f"{op}: {who}")[1] for who in (c.MINIMAL, judged, *CPU[2:])]
         rows.append(row)
     head = ["client CPU, transport stubbed", "library µs", "minimal µs", "minimal correct µs"]
-    table([*head, *(f"library / {w}" for w in (c.MINIMAL, c.CORRECT, *CPU[2:]))], rows)
+    if rows:
+        table([*head, *(f"library / {w}" for w in (c.MINIMAL, c.CORRECT, *CPU[2:]))], rows)
     floor = f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"
     if floor in benches:
         plain = ratio(benches, floor, f"non-unique update: {c.PLAIN}")[1]
@@ -344,6 +353,7 @@ def round_command(args: argparse.Namespace, out: str, processes: int) -> list[st
         )
         if given
     ]
+    command += [f"--only={text}" for text in args.only]
     return [*command, f"--append={out}", "--in-round"]
 
 
@@ -387,12 +397,21 @@ def main() -> None:
         cmd.extend(
             [f"--endpoint={args.endpoint}", f"--signup-request={args.signup_request}", *["--quick"] * args.quick]
         )
+        # pyperf names a worker's benchmark by its place in the list: the worker's list is the same.
+        cmd.extend(f"--only={text}" for text in args.only)
 
     versions = {name: version(name) for name in ("pynamodb", "botocore", "boto3", "pynamodb-unique")}
     runner = pyperf.Runner(processes=6, metadata=versions, add_cmdline_args=worker_args)
     runner.argparser.allow_abbrev = False  # Options in full: "--round 3" is no "--rounds 3".
     runner.argparser.add_argument("--show", metavar="FILE", help="print the comparisons of a saved run (-o) and exit")
     runner.argparser.add_argument("--quick", action="store_true", help="a small audited table and bulk batches")
+    runner.argparser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="run only the benchmarks whose name contains TEXT (repeatable), e.g. 'signup' or 'non-unique update'",
+    )
     runner.argparser.add_argument(
         "--rounds",
         type=int,

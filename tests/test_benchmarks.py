@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyperf
 import pytest
 from pynamodb.exceptions import TransactWriteError
 
@@ -86,6 +87,7 @@ def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_t
         in_process=False,
         quiet=False,
         verbose=False,
+        only=["signup", "audit"],
     )
     command = run.round_command(parsed, "all.json", 2)
     assert command[:2] == [sys.executable, run.__file__]
@@ -95,9 +97,29 @@ def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_t
         "--warmups=1",
         "--min-time=0.1",
         "--quick",
+        "--only=signup",
+        "--only=audit",
         "--append=all.json",
         "--in-round",
     ]
+
+
+@pytest.mark.integration
+def test_run_py__only__times_and_compares_just_the_benchmarks_named(dynoxide_endpoint: str, tmp_path: Path) -> None:
+    """``--only``: the non-unique update's benchmarks alone, its target judged; no signup, audit or bulk."""
+    del dynoxide_endpoint
+    saved = tmp_path / "only.json"
+    # In worker processes (pyperf picks a worker's benchmark by its place in the list).
+    command = [sys.executable, "benchmarks/run.py", "--quick", "-p", "1", "--values", "1", "--warmups", "0"]
+    command += ["--loops", "1", "--min-time", "1e-9", "--quiet", "--only", "non-unique update", "-o", str(saved)]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603 - our own script.
+    assert done.returncode == 0, done.stderr
+    names = {bench.get_name() for bench in pyperf.BenchmarkSuite.load(str(saved)).get_benchmarks()}
+    assert names, done.stdout
+    assert all("non-unique update" in name for name in names), names
+    assert "target: CPU non-unique update: library / plain PynamoDB" in done.stdout, done.stdout
+    for absent in ("target: CPU create", "target: signups/s", "target: items/s", "| raw boto3 Scan |"):
+        assert absent not in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(
