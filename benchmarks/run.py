@@ -55,8 +55,12 @@ SIGNUP: Final = f"signup over HTTP, {c.THREADS} threads"
 #: Signups per thread in one loop: a loop of 80 takes about 0.1 s, pyperf's least time per value.
 PER_THREAD: Final = 10
 HTTP: Final = (c.LIB, c.PYNAMODB_SEED, c.BOTO3_SAME, c.BOTO3_MINIMAL)
-#: A non-unique update() over HTTP, one after another on one thread: this process's CPU time per update.
-UPDATE_HTTP: Final = "non-unique update over HTTP, client CPU"
+#: The single writes over HTTP, one after another on one thread, and their contenders: this process's
+#: CPU time per write (the minimal by hand: PynamoDB's save() with the library's condition).
+SINGLE_HTTP: Final[dict[str, tuple[str, ...]]] = {
+    "non-unique save": (c.LIB, c.MINIMAL, c.PLAIN),
+    "non-unique update": (c.LIB, c.PLAIN),  # PynamoDB's own update() is its minimal by hand.
+}
 AUDIT: Final = "read of a healthy table"
 BULK: Final = "bulk import"
 
@@ -152,12 +156,18 @@ def http(args: argparse.Namespace, contender: str) -> Timer:
     return timer
 
 
-def http_update(args: argparse.Namespace, contender: str) -> Timer:
-    """This process's CPU seconds for ``loops`` non-unique ``update()``s of one stored record over HTTP.
+def over_http(op: str) -> str:
+    """The name of a single write's benchmark over HTTP."""
+    return f"{op} over HTTP, client CPU"
 
-    The client's work per update with the network and the server left out (dynoxide runs in a
+
+def http_single(args: argparse.Namespace, op: str, contender: str) -> Timer:
+    """This process's CPU seconds for ``loops`` writes ``op`` (a single write) of one stored record over HTTP.
+
+    The client's work per write with the network and the server left out (dynoxide runs in a
     process of its own): what a user's process spends. The record is new for each call, saved
-    before the clock starts; the updates go one after another on this thread.
+    before the clock starts; the writes go one after another on this thread, as the stubbed
+    benchmark's ``contender`` writes.
     """
 
     def timer(loops: int) -> float:
@@ -166,9 +176,10 @@ def http_update(args: argparse.Namespace, contender: str) -> Timer:
         n = os.urandom(4).hex()
         account = model(pk=f"ACCT#u{n}", email=f"u{n}@example.com", username=f"u{n}")
         account.save()
+        write = c.CPU_OPERATIONS[op][contender].run
         started = time.process_time()
-        for i in range(loops):
-            account.update(actions=[model.bio.set(f"poet {i}")])
+        for _ in range(loops):
+            write(account)
         return time.process_time() - started
 
     return timer
@@ -238,7 +249,8 @@ def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyp
         timers |= {f"{op}: {who}": (cpu(variants[who]), 1) for who in (*CPU, c.CORRECT) if who in variants}
     timers[f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"] = (cpu(c.UPDATE_FLOOR[c.PYNAMODB_ON_UNIQUE]), 1)
     timers |= {f"{SIGNUP}: {who}": (http(args, who), c.THREADS * PER_THREAD) for who in HTTP}
-    timers |= {f"{UPDATE_HTTP}: {who}": (http_update(args, who), 1) for who in (c.LIB, c.PLAIN)}
+    for op, contenders in SINGLE_HTTP.items():
+        timers |= {f"{over_http(op)}: {who}": (http_single(args, op, who), 1) for who in contenders}
     audited = (scan_throughput.AUDIT, scan_throughput.RAW)
     timers |= {f"{AUDIT}: {who}": (scan(args, who), items(args)) for who in audited}
     timers |= {f"{BULK}: {who}": (bulk_import(args, who), records(args)) for who in bulk.CONTENDERS}
@@ -307,10 +319,15 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
     if floor in benches:
         plain = ratio(benches, floor, f"non-unique update: {c.PLAIN}")[1]
         print(f"\n{c.PYNAMODB_ON_UNIQUE}, non-unique update: {show(benches, floor)} µs, / plain PynamoDB {plain}")
-    updates = [f"{UPDATE_HTTP}: {who}" for who in (c.LIB, c.PLAIN)]
-    if all(name in benches for name in updates):
-        cells = [show(benches, name) for name in updates] + [ratio(benches, *updates)[1]]
-        table([f"{UPDATE_HTTP} (µs)", c.LIB, c.PLAIN, f"{c.LIB} / {c.PLAIN}"], [["update()", *cells]])
+    rows = []
+    for op in SINGLE_HTTP:
+        lib, by_hand, plain = (f"{over_http(op)}: {who}" for who in (c.LIB, c.MINIMAL, c.PLAIN))
+        if lib in benches and plain in benches:
+            hand = [show(benches, by_hand), ratio(benches, lib, by_hand)[1]] if by_hand in benches else ["(plain)"] * 2
+            rows.append([op, show(benches, lib), hand[0], show(benches, plain), hand[1], ratio(benches, lib, plain)[1]])
+    if rows:
+        columns = ["over HTTP, client CPU (µs)", c.LIB, c.MINIMAL, c.PLAIN]
+        table([*columns, f"{c.LIB} / {c.MINIMAL}", f"{c.LIB} / {c.PLAIN}"], rows)
     rates = [
         (SIGNUP, HTTP, "signups/s"),
         (AUDIT, (scan_throughput.AUDIT, scan_throughput.RAW), "items/s"),

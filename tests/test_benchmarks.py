@@ -38,7 +38,8 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         "target: CPU non-unique save: library / plain PynamoDB",
         "target: CPU non-unique save: library / minimal by hand",
         "target: CPU non-unique update: library / plain PynamoDB",
-        "| non-unique update over HTTP, client CPU (µs) | library | plain PynamoDB | library / plain PynamoDB |",
+        "| over HTTP, client CPU (µs) | library | minimal by hand | plain PynamoDB | library / minimal by hand "
+        "| library / plain PynamoDB |",
         "| unique change (update) |",
         "| PynamoDB, the seed's transaction |",
         "| boto3, minimal items |",
@@ -47,6 +48,10 @@ def test_run_py__prints_every_comparison_in_its_fastest_mode(dynoxide_endpoint: 
         "target: signups/s: library / boto3 minimal items",
     ):
         assert line in done.stdout, done.stdout
+    over_http = done.stdout.split("| over HTTP, client CPU (µs) |")[1].split("\n\n")[0]
+    assert "| non-unique save | " in over_http, over_http
+    assert "| non-unique update | " in over_http, over_http
+    assert "(plain)" in over_http, over_http
 
 
 @pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")))
