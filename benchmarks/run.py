@@ -165,9 +165,9 @@ def http_single(args: argparse.Namespace, op: str, contender: str) -> Timer:
     """This process's CPU seconds for ``loops`` writes ``op`` (a single write) of one stored record over HTTP.
 
     The client's work per write with the network and the server left out (dynoxide runs in a
-    process of its own): what a user's process spends. The record is new for each call, saved
-    before the clock starts; the writes go one after another on this thread, as the stubbed
-    benchmark's ``contender`` writes.
+    process of its own): what a user's process spends. The write is the stubbed benchmark's
+    (``contender``'s in ``CPU_OPERATIONS``), repeated on one record saved before the clock starts
+    (new for each call), one write after another on this thread.
     """
 
     def timer(loops: int) -> float:
@@ -242,30 +242,39 @@ def records(args: argparse.Namespace) -> int:
     return 20 if args.quick else 250
 
 
-def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyperf.Benchmark]:
-    """Every operation by every contender (in a worker process, only the one it was started for)."""
-    timers: dict[str, tuple[Timer, int]] = {}
-    for op, variants in c.CPU_OPERATIONS.items():
-        timers |= {f"{op}: {who}": (cpu(variants[who]), 1) for who in (*CPU, c.CORRECT) if who in variants}
-    timers[f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"] = (cpu(c.UPDATE_FLOOR[c.PYNAMODB_ON_UNIQUE]), 1)
-    timers |= {f"{SIGNUP}: {who}": (http(args, who), c.THREADS * PER_THREAD) for who in HTTP}
-    for op, contenders in SINGLE_HTTP.items():
-        timers |= {f"{over_http(op)}: {who}": (http_single(args, op, who), 1) for who in contenders}
-    audited = (scan_throughput.AUDIT, scan_throughput.RAW)
-    timers |= {f"{AUDIT}: {who}": (scan(args, who), items(args)) for who in audited}
-    timers |= {f"{BULK}: {who}": (bulk_import(args, who), records(args)) for who in bulk.CONTENDERS}
-    timers = {name: timed for name, timed in timers.items() if chosen(args, name)}
-    done = {name: runner.bench_time_func(name, timer, inner_loops=inner) for name, (timer, inner) in timers.items()}
-    return {name: bench for name, bench in done.items() if bench is not None}
-
-
 def chosen(args: argparse.Namespace, name: str) -> bool:
-    """Whether ``--only`` keeps the benchmark ``name``: it contains one of the texts given (all kept, none given)."""
+    """Whether ``--only`` keeps the benchmark ``name``: it contains any of the texts given (all kept, none given)."""
     return not args.only or any(text in name for text in args.only)
 
 
+def timers(args: argparse.Namespace) -> dict[str, tuple[Timer, int]]:
+    """Every benchmark ``--only`` keeps, by name: its timer and its operations per loop."""
+    found: dict[str, tuple[Timer, int]] = {}
+    for op, variants in c.CPU_OPERATIONS.items():
+        found |= {f"{op}: {who}": (cpu(variants[who]), 1) for who in (*CPU, c.CORRECT) if who in variants}
+    found[f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"] = (cpu(c.UPDATE_FLOOR[c.PYNAMODB_ON_UNIQUE]), 1)
+    found |= {f"{SIGNUP}: {who}": (http(args, who), c.THREADS * PER_THREAD) for who in HTTP}
+    for op, contenders in SINGLE_HTTP.items():
+        found |= {f"{over_http(op)}: {who}": (http_single(args, op, who), 1) for who in contenders}
+    audited = (scan_throughput.AUDIT, scan_throughput.RAW)
+    found |= {f"{AUDIT}: {who}": (scan(args, who), items(args)) for who in audited}
+    found |= {f"{BULK}: {who}": (bulk_import(args, who), records(args)) for who in bulk.CONTENDERS}
+    return {name: timed for name, timed in found.items() if chosen(args, name)}
+
+
+def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyperf.Benchmark]:
+    """Every operation by every contender (in a worker process, only the one it was started for)."""
+    done = {
+        name: runner.bench_time_func(name, timer, inner_loops=inner) for name, (timer, inner) in timers(args).items()
+    }
+    return {name: bench for name, bench in done.items() if bench is not None}
+
+
 def prepare(endpoint: str, args: argparse.Namespace) -> None:
-    """In the main process: the tables, the contenders checked, the requests counted, the signup request captured."""
+    """In the main process: the tables, the contenders checked, the requests counted, the signup request captured.
+
+    The audited table (60,003 items to write) only when an audit benchmark is timed.
+    """
     c.bind(endpoint, "requests")
     rows = [list(map(str, row)) for row in c.requests_per_operation()]
     table(["requests per operation", "API calls", "HTTP attempts", "transaction items"], rows)
@@ -273,16 +282,23 @@ def prepare(endpoint: str, args: argparse.Namespace) -> None:
     print("\n".join(f"WARNING: {problem}" for problem in c.check_requests()) or checked)
     c.bind(endpoint, "http")
     args.signup_request = c.captured_signup()
-    if chosen(args, AUDIT):  # 60,003 items to write: only when the audit is timed.
+    if any(name.startswith(f"{AUDIT}: ") for name in timers(args)):
         load_healthy(bind_model(Account, Backend("dynoxide", endpoint), "bench-audit"), accounts(args))
     bulk.bind(endpoint, "bench-bulk")
 
 
 def show(benches: dict[str, pyperf.Benchmark], name: str, scale: float = 1e6, *, rate: bool = False) -> str:
-    """A benchmark's median (interquartile range), in µs per operation, or per second with ``rate``."""
+    """A benchmark's median (interquartile range), in µs per operation, or per second with ``rate``; "-": not run."""
+    if name not in benches:
+        return "-"
     q1, mid, q3 = (benches[name].percentile(p) for p in (25, 50, 75))
     low, mid, high = (1 / q3, 1 / mid, 1 / q1) if rate else (q1 * scale, mid * scale, q3 * scale)
     return f"{mid:,.0f} ({low:,.0f}-{high:,.0f})"
+
+
+def relative(benches: dict[str, pyperf.Benchmark], top: str, bottom: str) -> str:
+    """:func:`ratio`'s text, or "-" where either benchmark was not run (``--only``)."""
+    return ratio(benches, top, bottom)[1] if top in benches and bottom in benches else "-"
 
 
 def ratio(benches: dict[str, pyperf.Benchmark], top: str, bottom: str) -> tuple[float, str]:
@@ -310,21 +326,26 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
         row.append(show(benches, correct) if correct in benches else "(minimal)")
         # A run saved before the correct contender existed has none: its minimal stands in.
         judged = baseline(op) if f"{op}: {baseline(op)}" in benches else c.MINIMAL
-        row += [ratio(benches, f"{op}: {c.LIB}", f"{op}: {who}")[1] for who in (c.MINIMAL, judged, *CPU[2:])]
+        row += [relative(benches, f"{op}: {c.LIB}", f"{op}: {who}") for who in (c.MINIMAL, judged, *CPU[2:])]
         rows.append(row)
     head = ["client CPU, transport stubbed", "library µs", "minimal µs", "minimal correct µs"]
     if rows:
         table([*head, *(f"library / {w}" for w in (c.MINIMAL, c.CORRECT, *CPU[2:]))], rows)
     floor = f"non-unique update: {c.PYNAMODB_ON_UNIQUE}"
     if floor in benches:
-        plain = ratio(benches, floor, f"non-unique update: {c.PLAIN}")[1]
+        plain = relative(benches, floor, f"non-unique update: {c.PLAIN}")
         print(f"\n{c.PYNAMODB_ON_UNIQUE}, non-unique update: {show(benches, floor)} µs, / plain PynamoDB {plain}")
     rows = []
-    for op in SINGLE_HTTP:
+    for op, contenders in SINGLE_HTTP.items():
         lib, by_hand, plain = (f"{over_http(op)}: {who}" for who in (c.LIB, c.MINIMAL, c.PLAIN))
-        if lib in benches and plain in benches:
-            hand = [show(benches, by_hand), ratio(benches, lib, by_hand)[1]] if by_hand in benches else ["(plain)"] * 2
-            rows.append([op, show(benches, lib), hand[0], show(benches, plain), hand[1], ratio(benches, lib, plain)[1]])
+        if lib in benches:
+            # A non-unique update by hand is plain PynamoDB's own: no contender of its own.
+            hand = (
+                [show(benches, by_hand), relative(benches, lib, by_hand)]
+                if c.MINIMAL in contenders
+                else ["(plain)"] * 2
+            )
+            rows.append([op, show(benches, lib), hand[0], show(benches, plain), hand[1], relative(benches, lib, plain)])
     if rows:
         columns = ["over HTTP, client CPU (µs)", c.LIB, c.MINIMAL, c.PLAIN]
         table([*columns, f"{c.LIB} / {c.MINIMAL}", f"{c.LIB} / {c.PLAIN}"], rows)
@@ -335,9 +356,9 @@ def comparisons(benches: dict[str, pyperf.Benchmark]) -> None:
     ]
     for what, who, unit in rates:
         first = f"{what}: {who[0]}"
-        if first in benches:
+        if any(f"{what}: {w}" in benches for w in who):
             rows = [
-                [w, show(benches, f"{what}: {w}", rate=True), ratio(benches, f"{what}: {w}", first)[1]] for w in who
+                [w, show(benches, f"{what}: {w}", rate=True), relative(benches, f"{what}: {w}", first)] for w in who
             ]
             table([what, unit, f"{who[0]} / this"], rows)
     print()
@@ -414,7 +435,7 @@ def main() -> None:
         cmd.extend(
             [f"--endpoint={args.endpoint}", f"--signup-request={args.signup_request}", *["--quick"] * args.quick]
         )
-        # pyperf names a worker's benchmark by its place in the list: the worker's list is the same.
+        # pyperf picks a worker's benchmark by its place in the list: the worker's list is the same.
         cmd.extend(f"--only={text}" for text in args.only)
 
     versions = {name: version(name) for name in ("pynamodb", "botocore", "boto3", "pynamodb-unique")}
@@ -427,7 +448,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="TEXT",
-        help="run only the benchmarks whose name contains TEXT (repeatable), e.g. 'signup' or 'non-unique update'",
+        help="run only the benchmarks whose name contains TEXT (repeatable: any of them), e.g. 'signup'",
     )
     runner.argparser.add_argument(
         "--rounds",
@@ -439,6 +460,8 @@ def main() -> None:
     runner.argparser.add_argument("--endpoint", help=argparse.SUPPRESS)
     runner.argparser.add_argument("--signup-request", help=argparse.SUPPRESS)
     args = runner.parse_args()
+    if not (args.show or timers(args)):
+        sys.exit(f"--only {' / '.join(args.only)}: no benchmark's name contains it")
     if args.rounds > 1 and not (args.worker or args.show or args.in_round):
         alternate(args)
         return

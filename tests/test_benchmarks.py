@@ -111,20 +111,57 @@ def test_round_command__gives_the_round_its_processes_and_the_shared_file__and_t
 
 @pytest.mark.integration
 def test_run_py__only__times_and_compares_just_the_benchmarks_named(dynoxide_endpoint: str, tmp_path: Path) -> None:
-    """``--only``: the non-unique update's benchmarks alone, its target judged; no signup, audit or bulk."""
+    """``--only``, twice: the benchmarks either text names, in worker processes, and their targets; nothing else."""
     del dynoxide_endpoint
     saved = tmp_path / "only.json"
     # In worker processes (pyperf picks a worker's benchmark by its place in the list).
     command = [sys.executable, "benchmarks/run.py", "--quick", "-p", "1", "--values", "1", "--warmups", "0"]
-    command += ["--loops", "1", "--min-time", "1e-9", "--quiet", "--only", "non-unique update", "-o", str(saved)]
+    command += ["--loops", "1", "--min-time", "1e-9", "--quiet", "-o", str(saved)]
+    command += ["--only", "non-unique update", "--only", "delete: "]
     done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603 - our own script.
     assert done.returncode == 0, done.stderr
     names = {bench.get_name() for bench in pyperf.BenchmarkSuite.load(str(saved)).get_benchmarks()}
-    assert names, done.stdout
-    assert all("non-unique update" in name for name in names), names
+    assert {name for name in names if "non-unique update" not in name} == {
+        f"delete: {who}"
+        for who in ("library", "minimal by hand", "minimal correct by hand", "same request by hand", "plain PynamoDB")
+    }, names
+    assert "non-unique update: library" in names, names
     assert "target: CPU non-unique update: library / plain PynamoDB" in done.stdout, done.stdout
+    assert "target: CPU delete: library / minimal correct by hand" in done.stdout, done.stdout
     for absent in ("target: CPU create", "target: signups/s", "target: items/s", "| raw boto3 Scan |"):
         assert absent not in done.stdout, done.stdout
+
+
+@pytest.mark.integration
+def test_run_py__only__part_of_a_family_and_the_audit__compared_with_what_ran(dynoxide_endpoint: str) -> None:
+    """A family's contender alone is compared with what ran ("-" for the others); the audit alone gets its table."""
+    del dynoxide_endpoint
+    command = [sys.executable, "benchmarks/run.py", "--quick", "--debug-single-value", "--in-process", "--quiet"]
+    command += [
+        "--only",
+        "create: library",
+        "--only",
+        "raw boto3 Scan",
+        "--only",
+        "save over HTTP, client CPU: library",
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603 - our own script.
+    assert done.returncode == 0, done.stderr
+    rows = {line.split(" | ")[0]: line for line in done.stdout.splitlines() if line.startswith("| ")}
+    assert rows["| create"].endswith("| - | - | - | - |"), rows
+    assert rows["| non-unique save"].count("| - ") == 4, rows  # Its minimal by hand and plain PynamoDB not run.
+    assert rows["| raw boto3 Scan"].split(" | ")[1] != "-", rows  # Read in full: its table was loaded.
+    assert rows["| raw boto3 Scan"].endswith("| - |"), rows  # Its ratio is to the audit, not run.
+    assert rows["| audit"].endswith("| - | - |"), rows
+    assert "target:" not in done.stdout, done.stdout
+
+
+def test_run_py__only__matching_no_benchmark__refused_before_any_work() -> None:
+    command = [sys.executable, "benchmarks/run.py", "--only", "no such benchmark", "--only", "nor this"]
+    done = subprocess.run(command, cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603 - our own script.
+    assert done.returncode != 0
+    assert "--only no such benchmark / nor this: no benchmark's name contains it" in done.stderr, done.stderr
+    assert "requests per operation" not in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(
