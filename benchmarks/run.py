@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Final
@@ -262,18 +262,16 @@ def timers(args: argparse.Namespace) -> dict[str, tuple[Timer, int]]:
     return {name: timed for name, timed in found.items() if chosen(args, name)}
 
 
-def benchmarks(runner: pyperf.Runner, args: argparse.Namespace) -> dict[str, pyperf.Benchmark]:
-    """Every operation by every contender (in a worker process, only the one it was started for)."""
-    done = {
-        name: runner.bench_time_func(name, timer, inner_loops=inner) for name, (timer, inner) in timers(args).items()
-    }
+def benchmarks(runner: pyperf.Runner, kept: dict[str, tuple[Timer, int]]) -> dict[str, pyperf.Benchmark]:
+    """The benchmarks ``--only`` kept (:func:`timers`; in a worker process, only the one it was started for)."""
+    done = {name: runner.bench_time_func(name, timer, inner_loops=inner) for name, (timer, inner) in kept.items()}
     return {name: bench for name, bench in done.items() if bench is not None}
 
 
-def prepare(endpoint: str, args: argparse.Namespace) -> None:
+def prepare(endpoint: str, args: argparse.Namespace, names: Iterable[str]) -> None:
     """In the main process: the tables, the contenders checked, the requests counted, the signup request captured.
 
-    The audited table (60,003 items to write) only when an audit benchmark is timed.
+    The audited table (60,003 items to write) only when an audit benchmark is among ``names``.
     """
     c.bind(endpoint, "requests")
     rows = [list(map(str, row)) for row in c.requests_per_operation()]
@@ -282,7 +280,7 @@ def prepare(endpoint: str, args: argparse.Namespace) -> None:
     print("\n".join(f"WARNING: {problem}" for problem in c.check_requests()) or checked)
     c.bind(endpoint, "http")
     args.signup_request = c.captured_signup()
-    if any(name.startswith(f"{AUDIT}: ") for name in timers(args)):
+    if any(name.startswith(f"{AUDIT}: ") for name in names):
         load_healthy(bind_model(Account, Backend("dynoxide", endpoint), "bench-audit"), accounts(args))
     bulk.bind(endpoint, "bench-bulk")
 
@@ -460,7 +458,8 @@ def main() -> None:
     runner.argparser.add_argument("--endpoint", help=argparse.SUPPRESS)
     runner.argparser.add_argument("--signup-request", help=argparse.SUPPRESS)
     args = runner.parse_args()
-    if not (args.show or timers(args)):
+    kept = timers(args)
+    if not (args.show or kept):
         sys.exit(f"--only {' / '.join(args.only)}: no benchmark's name contains it")
     if args.rounds > 1 and not (args.worker or args.show or args.in_round):
         alternate(args)
@@ -474,8 +473,8 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if not args.worker:
             args.endpoint = stack.enter_context(c.dynoxide())
-            prepare(args.endpoint, args)
-        benches = benchmarks(runner, args)
+            prepare(args.endpoint, args, kept)
+        benches = benchmarks(runner, kept)
     if not args.worker and not args.in_round:  # A round's figures are compared once all rounds ran.
         comparisons(benches)
 
